@@ -1,0 +1,18 @@
+# Warnings, sanitizers and clang thread-safety analysis for gpupool targets.
+add_library(gpupool_compile_options INTERFACE)
+target_compile_options(gpupool_compile_options INTERFACE
+  $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wno-unused-parameter>
+  $<$<BOOL:${GPUPOOL_WARNINGS_AS_ERRORS}>:-Werror>)
+if(GPUPOOL_THREAD_SAFETY_ANALYSIS)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "GPUPOOL_THREAD_SAFETY_ANALYSIS needs clang")
+  endif()
+  target_compile_options(gpupool_compile_options INTERFACE
+    -Wthread-safety -Werror=thread-safety)
+endif()
+if(GPUPOOL_SANITIZE)
+  # Applied to everything we build so that tests and library agree.
+  add_compile_options(-fsanitize=${GPUPOOL_SANITIZE} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${GPUPOOL_SANITIZE})
+endif()

@@ -1,0 +1,288 @@
+// gpupool/backend.h — the platform interface every GPU runtime implements.
+//
+// A `Backend` is a thin table of runtime primitives (streams, events, memory,
+// device selection) with every native error translated into an `absl::Status`
+// carrying a `Fault` class. Pools are written against this interface only, so
+// a new runtime is supported by implementing the primitives below; the
+// contract of each (preconditions, postconditions, which faults it may
+// return) is written beside it so that a backend can be written from this
+// header alone.
+//
+// Strings: Debian's Abseil keeps absl::string_view distinct from
+// std::string_view; the public names DESIGN.md binds (Backend::name,
+// MakeBackend) use std::string_view, everything else absl::string_view.
+//
+// Thread safety: every primitive may be called concurrently from any thread.
+// No primitive leaves the calling thread's current device changed.
+//
+// Errors: a failing primitive returns a non-OK status whose fault class
+// (`FaultOf(status)`) tells the pool how to react:
+//
+//   kNotReady     work still pending                     keep, check later
+//   kResource     this handle is bad                     destroy this handle
+//   kDevice       sticky: the device context is dead     poison the device
+//   kOutOfMemory  an allocation failed                   trim caches, retry
+//   kShutdown     the runtime is unloading               leak quietly
+//   kCaller       invalid argument / wrong device        return to caller
+//
+// Example:
+//
+//   absl::StatusOr<std::unique_ptr<gpupool::Backend>> backend =
+//       gpupool::MakeBackend("sim");
+//   absl::StatusOr<gpupool::NativeStream> stream =
+//       (*backend)->CreateStream(/*device=*/0, gpupool::StreamConfig{});
+
+#ifndef GPUPOOL_BACKEND_H_
+#define GPUPOOL_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gpupool {
+
+// Opaque native handles: `cudaStream_t`/`hipStream_t` and
+// `cudaEvent_t`/`hipEvent_t` on the runtime backends.
+using NativeStream = void*;
+using NativeEvent = void*;
+
+// ---------------------------------------------------------------------------
+// Fault classes
+// ---------------------------------------------------------------------------
+
+// How a pool must react to a failed runtime call. Travels in the status as a
+// payload under `kFaultPayloadUrl`.
+enum class Fault {
+  kNone,         // success
+  kNotReady,     // work still pending: keep the handle, check later
+  kResource,     // this handle is bad: destroy this handle only
+  kDevice,       // sticky device error: poison the whole device
+  kOutOfMemory,  // allocation failed: trim caches, retry once
+  kShutdown,     // runtime unloading: leak quietly, never call it again
+  kCaller,       // invalid argument or wrong device: change nothing
+};
+
+inline constexpr absl::string_view kFaultPayloadUrl =
+    "type.googleapis.com/gpupool.Fault";
+
+// Returns the fault class of `status`: `kNone` for OK, the payload when one
+// is attached, and otherwise a class inferred from the code
+// (ResourceExhausted → kOutOfMemory, InvalidArgument/OutOfRange/NotFound →
+// kCaller, Unavailable → kShutdown, everything else → kResource).
+Fault FaultOf(const absl::Status& status);
+
+// Returns `status` with the fault payload set to `fault`. OK stays OK.
+absl::Status WithFault(absl::Status status, Fault fault);
+
+// Builds a non-OK status with `code`, `message` and the fault payload.
+absl::Status FaultError(Fault fault, absl::StatusCode code,
+                        absl::string_view message);
+
+// "kDevice", "kResource", ... for messages and stats.
+absl::string_view FaultName(Fault fault);
+
+// ---------------------------------------------------------------------------
+// Configurations (pool keys)
+// ---------------------------------------------------------------------------
+
+// How a stream is created. Two different configs never share a stream.
+struct StreamConfig {
+  // Runtime priority; lower is higher priority (CUDA: [-5, 0] on Hopper,
+  // HIP: -1, 0, 1). Out-of-range values are a kCaller error, never clamped.
+  int priority = 0;
+  // Create with the non-blocking flag (no implicit sync with stream 0).
+  bool non_blocking = true;
+  // HIP only: compute-unit mask; empty means all CUs. Non-empty on CUDA is a
+  // kCaller error.
+  std::vector<uint32_t> cu_mask;
+
+  friend bool operator==(const StreamConfig& a, const StreamConfig& b) {
+    return a.priority == b.priority && a.non_blocking == b.non_blocking &&
+           a.cu_mask == b.cu_mask;
+  }
+  friend bool operator!=(const StreamConfig& a, const StreamConfig& b) {
+    return !(a == b);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const StreamConfig& c) {
+    return H::combine(std::move(h), c.priority, c.non_blocking, c.cu_mask);
+  }
+  // "priority=0,non_blocking=1" (+ ",cu_mask=ff,0f" when set).
+  std::string ToString() const;
+};
+
+// How an event is created. Two different configs never share an event.
+struct EventConfig {
+  bool disable_timing = true;
+  bool blocking_sync = false;
+  // Requires disable_timing (runtime rule); otherwise a kCaller error.
+  bool interprocess = false;
+
+  friend bool operator==(const EventConfig& a, const EventConfig& b) {
+    return a.disable_timing == b.disable_timing &&
+           a.blocking_sync == b.blocking_sync &&
+           a.interprocess == b.interprocess;
+  }
+  friend bool operator!=(const EventConfig& a, const EventConfig& b) {
+    return !(a == b);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const EventConfig& c) {
+    return H::combine(std::move(h), c.disable_timing, c.blocking_sync,
+                      c.interprocess);
+  }
+  std::string ToString() const;
+};
+
+enum class MemoryKind { kDevice, kPinnedHost };
+absl::string_view MemoryKindName(MemoryKind kind);
+
+// Graph-capture state of a stream.
+enum class CaptureStatus { kNone, kActive, kInvalidated };
+
+struct MemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Backend
+// ---------------------------------------------------------------------------
+
+// The runtime primitives. Conventions for every method below:
+//  * `device` must be in [0, DeviceCount()); otherwise kCaller
+//    (InvalidArgument) and nothing happens.
+//  * A handle must have been created by this backend on `device` and not yet
+//    destroyed; a foreign or destroyed handle is undefined on a real runtime
+//    (SimBackend detects and counts it as misuse).
+//  * The calling thread's current device is the same on return as on entry.
+//  * Any primitive may return kDevice (sticky error: the device is dead and
+//    every later call on it fails the same way) or kShutdown (the runtime is
+//    unloading).
+class Backend {
+ public:
+  virtual ~Backend();
+
+  // "cuda", "hip", "sim".
+  virtual std::string_view name() const = 0;
+
+  // Number of usable devices. A runtime with no device returns its own error
+  // (e.g. Unavailable "hipErrorNoDevice") rather than 0.
+  virtual absl::StatusOr<int> DeviceCount() = 0;
+
+  // --- Current device (used by `ScopedDevice`) ---------------------------
+  // The calling thread's current device.
+  virtual absl::StatusOr<int> GetCurrentDevice() = 0;
+  // Makes `device` the calling thread's current device. kCaller when out of
+  // range.
+  virtual absl::Status SetCurrentDevice(int device) = 0;
+
+  // --- Streams -------------------------------------------------------------
+  // Creates a stream on `device` with `config`. Post: the stream is idle, not
+  // capturing, attributes at creation defaults. Faults: kCaller (bad
+  // priority, cu_mask unsupported), kOutOfMemory, kDevice.
+  virtual absl::StatusOr<NativeStream> CreateStream(
+      int device, const StreamConfig& config) = 0;
+
+  // Destroys `stream`. May block until pending work completes (HIP does).
+  // After return the handle is invalid whatever the status.
+  virtual absl::Status DestroyStream(int device, NativeStream stream) = 0;
+
+  // OK when all work on `stream` is complete; kNotReady (Unavailable) while
+  // work is pending; kResource when the stream faulted. Runs with the calling
+  // thread's capture mode exchanged to Relaxed and restored, so a query can
+  // never invalidate another thread's graph capture.
+  virtual absl::Status QueryStream(int device, NativeStream stream) = 0;
+
+  // Blocks until all work on `stream` completes. Faults as QueryStream.
+  virtual absl::Status SynchronizeStream(int device, NativeStream stream) = 0;
+
+  // Graph-capture status of `stream`. Default: Unimplemented (pools then
+  // treat the stream as not capturing).
+  virtual absl::StatusOr<CaptureStatus> GetCaptureStatus(int device,
+                                                         NativeStream stream);
+
+  // Ends an active or invalidated capture on `stream` and destroys the
+  // resulting graph. Post: GetCaptureStatus is kNone. Default: Unimplemented.
+  virtual absl::Status EndCapture(int device, NativeStream stream);
+
+  // Resets per-stream attributes (e.g. the CUDA L2 access-policy window) to
+  // their creation defaults. Default: OK (nothing to reset).
+  virtual absl::Status ResetStreamAttributes(int device, NativeStream stream);
+
+  // Makes future work on `stream` wait for `event` without blocking the
+  // host. Default: Unimplemented.
+  virtual absl::Status StreamWaitEvent(int device, NativeStream stream,
+                                       NativeEvent event);
+
+  // --- Events --------------------------------------------------------------
+  // Creates an event with `config`. Post: the event is complete (a query
+  // returns OK). Faults: kCaller (interprocess without disable_timing),
+  // kOutOfMemory, kDevice.
+  virtual absl::StatusOr<NativeEvent> CreateEvent(
+      int device, const EventConfig& config) = 0;
+
+  // Destroys `event`. After return the handle is invalid whatever the status.
+  virtual absl::Status DestroyEvent(int device, NativeEvent event) = 0;
+
+  // Records `event` on `stream` (both on `device`).
+  virtual absl::Status RecordEvent(int device, NativeEvent event,
+                                   NativeStream stream) = 0;
+
+  // OK when the work captured by the last record is complete (or the event
+  // was never recorded); kNotReady while pending. Runs in Relaxed capture
+  // mode like QueryStream.
+  virtual absl::Status QueryEvent(int device, NativeEvent event) = 0;
+
+  // Blocks until the event completes.
+  virtual absl::Status SynchronizeEvent(int device, NativeEvent event) = 0;
+
+  // --- Memory --------------------------------------------------------------
+  // Allocates `bytes` (> 0) of `kind` memory associated with `device`.
+  // Faults: kOutOfMemory (ResourceExhausted) when the runtime is out of
+  // memory, the thread's sticky last-error cleared; kCaller for bytes == 0.
+  virtual absl::StatusOr<void*> Allocate(int device, size_t bytes,
+                                         MemoryKind kind) = 0;
+
+  // Frees memory returned by Allocate with the same device and kind.
+  virtual absl::Status Free(int device, void* ptr, MemoryKind kind) = 0;
+
+  // Free and total device memory of `device`.
+  virtual absl::StatusOr<MemoryInfo> GetMemoryInfo(int device) = 0;
+
+ protected:
+  Backend() = default;
+};
+
+// Makes `device` current for the lifetime of the guard and restores the
+// previous current device afterwards (errors on restore are ignored: a
+// destructor cannot report them). Use `Create` to learn about errors.
+class ScopedDevice {
+ public:
+  static absl::StatusOr<ScopedDevice> Create(Backend& backend, int device);
+  ScopedDevice(ScopedDevice&& other) noexcept;
+  ScopedDevice& operator=(ScopedDevice&&) = delete;
+  ~ScopedDevice();
+
+ private:
+  ScopedDevice(Backend* backend, int previous)
+      : backend_(backend), previous_(previous) {}
+  Backend* backend_;
+  int previous_;
+};
+
+// Builds the backend named `name`: "sim" (always), "cuda", "hip" (only when
+// built with them; otherwise Unavailable with the reason). InvalidArgument
+// for an unknown name.
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::string_view name);
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_BACKEND_H_

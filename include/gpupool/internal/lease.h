@@ -1,0 +1,79 @@
+// gpupool/internal/lease.h — the move-only lease shared by PooledStream and
+// PooledEvent. Internal: users hold the typed wrappers, never this.
+
+#ifndef GPUPOOL_INTERNAL_LEASE_H_
+#define GPUPOOL_INTERNAL_LEASE_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+namespace gpupool::internal {
+
+// Where a lease goes back to: one shard (device, config) of a keyed pool. It
+// outlives its pool while leases are out, so a late release is defined.
+class LeaseOwner {
+ public:
+  virtual ~LeaseOwner() = default;
+  // Takes the handle back. `discard`: the caller knows it is bad.
+  virtual void Return(void* handle, uint64_t lease_id, uint64_t generation,
+                      bool discard) = 0;
+  virtual int device() const = 0;
+  // Points at the shard's StreamConfig or EventConfig.
+  virtual const void* config() const = 0;
+};
+
+class Lease {
+ public:
+  Lease() = default;
+  Lease(std::shared_ptr<LeaseOwner> owner, void* handle, uint64_t lease_id,
+        uint64_t generation)
+      : owner_(std::move(owner)),
+        handle_(handle),
+        lease_id_(lease_id),
+        generation_(generation) {}
+  Lease(Lease&& other) noexcept { *this = std::move(other); }
+  Lease& operator=(Lease&& other) noexcept {
+    if (this != &other) {
+      Release();
+      owner_ = std::move(other.owner_);
+      handle_ = std::exchange(other.handle_, nullptr);
+      lease_id_ = std::exchange(other.lease_id_, 0);
+      generation_ = std::exchange(other.generation_, 0);
+    }
+    return *this;
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { Release(); }
+
+  void* handle() const { return handle_; }
+  int device() const { return owner_ ? owner_->device() : -1; }
+  const void* config() const { return owner_ ? owner_->config() : nullptr; }
+  uint64_t lease_id() const { return lease_id_; }
+  uint64_t generation() const { return generation_; }
+  explicit operator bool() const { return owner_ != nullptr; }
+
+  void Release() { Finish(/*discard=*/false); }
+  void Discard() { Finish(/*discard=*/true); }
+
+ private:
+  void Finish(bool discard) {
+    if (owner_ == nullptr) return;
+    std::shared_ptr<LeaseOwner> owner = std::move(owner_);
+    owner_.reset();
+    owner->Return(std::exchange(handle_, nullptr), lease_id_, generation_,
+                  discard);
+    lease_id_ = 0;
+    generation_ = 0;
+  }
+
+  std::shared_ptr<LeaseOwner> owner_;
+  void* handle_ = nullptr;
+  uint64_t lease_id_ = 0;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_INTERNAL_LEASE_H_

@@ -1,0 +1,32 @@
+// gpupool/pool_options.h — sizing and validation options of a handle pool.
+
+#ifndef GPUPOOL_POOL_OPTIONS_H_
+#define GPUPOOL_POOL_OPTIONS_H_
+
+#include "absl/time/time.h"
+
+namespace gpupool {
+
+struct PoolOptions {
+  // Idle handles kept per (device, config); returns beyond it destroy.
+  int max_idle_per_key = 64;
+  // Bound on handles alive per key (leased + idle + draining + being
+  // created); 0 = unbounded. When reached, Acquire waits up to
+  // `acquire_timeout`, then returns ResourceExhausted.
+  int max_live_per_key = 0;
+  absl::Duration acquire_timeout = absl::Seconds(5);
+  // Query an idle handle before handing it out (one runtime query).
+  bool validate_on_acquire = true;
+  // Returned-while-busy handles checked (one query each) per Acquire before
+  // creating a new one.
+  int drain_checks_per_acquire = 2;
+  // Remember where each lease was acquired (file:line), for leak reports.
+  bool track_lease_sites = true;
+};
+
+using StreamPoolOptions = PoolOptions;
+using EventPoolOptions = PoolOptions;
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_POOL_OPTIONS_H_
