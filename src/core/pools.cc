@@ -1,1 +1,62 @@
-// placeholder
+// Pools: the bundle of pools over one backend; see gpupool/pools.h.
+
+#include "gpupool/pools.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpupool {
+
+absl::StatusOr<std::unique_ptr<Pools>> Pools::Create(
+    std::unique_ptr<Backend> backend, PoolsOptions options) {
+  if (backend == nullptr) {
+    return absl::InvalidArgumentError("Pools::Create: backend is null");
+  }
+  absl::StatusOr<int> devices = backend->DeviceCount();
+  if (!devices.ok()) return devices.status();
+  if (*devices <= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        std::string(backend->name()), " backend reports no device"));
+  }
+  auto health = std::make_shared<DeviceHealth>(*devices);
+  return std::unique_ptr<Pools>(
+      new Pools(std::move(backend), std::move(health), options));
+}
+
+Pools::Pools(std::unique_ptr<Backend> backend,
+             std::shared_ptr<DeviceHealth> health, const PoolsOptions& options)
+    : backend_(std::move(backend)), health_(std::move(health)) {
+  streams_ = std::make_unique<StreamPool>(*backend_, health_, options.streams);
+  events_ = std::make_unique<EventPool>(*backend_, health_, options.events);
+}
+
+Pools::~Pools() {
+  // Leases hold the pools' shards, not the backend: destroy the pools (which
+  // destroys their idle handles) while the backend is still alive.
+  events_.reset();
+  streams_.reset();
+}
+
+absl::Status Pools::RecoverDevice(int device) {
+  absl::Status status = health_->Recover(device);
+  if (!status.ok()) return status;
+  // Drop the old generation's idle handles now rather than on next use.
+  streams_->Trim(device);
+  events_->Trim(device);
+  return absl::OkStatus();
+}
+
+void Pools::Trim() {
+  streams_->Trim();
+  events_->Trim();
+}
+
+std::string Pools::DebugString() const {
+  return absl::StrCat(streams_->DebugString(), "\n", events_->DebugString());
+}
+
+}  // namespace gpupool

@@ -1,1 +1,29 @@
-// placeholder
+// PrewarmTicket: waits on a background prewarm; see gpupool/prewarm.h.
+
+#include "gpupool/prewarm.h"
+
+#include "absl/synchronization/mutex.h"
+#include "src/core/prewarm_state.h"
+
+namespace gpupool {
+
+absl::Status PrewarmTicket::Wait() const {
+  return WaitFor(absl::InfiniteDuration());
+}
+
+absl::Status PrewarmTicket::WaitFor(absl::Duration timeout) const {
+  if (state_ == nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&state_->mu);
+  if (!state_->mu.AwaitWithTimeout(absl::Condition(&state_->done), timeout)) {
+    return absl::DeadlineExceededError("prewarm still running");
+  }
+  return state_->status;
+}
+
+bool PrewarmTicket::done() const {
+  if (state_ == nullptr) return true;
+  absl::MutexLock lock(&state_->mu);
+  return state_->done;
+}
+
+}  // namespace gpupool

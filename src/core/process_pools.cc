@@ -1,1 +1,99 @@
-// placeholder
+// ProcessPools(): the process-wide bundle, its backend choice and its
+// at-exit report.
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "gpupool/backend.h"
+#include "gpupool/pools.h"
+#include "src/core/process_state.h"
+
+namespace gpupool {
+namespace {
+
+bool EnvFlag(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' && std::string(value) != "0";
+}
+
+// GPUPOOL_STATS=1: pool summary and leases still out, printed at exit before
+// the pools drain (drains run newest first, and this one is registered after
+// the pools').
+void RegisterExitReport(Pools* pools) {
+  if (!EnvFlag("GPUPOOL_STATS")) return;
+  internal::RegisterExitDrain([pools] {
+    std::string report =
+        absl::StrCat("gpupool stats at exit (backend ",
+                     std::string(pools->backend().name()), "):\n",
+                     pools->DebugString(), "\n");
+    std::vector<OutstandingLease> leases =
+        pools->streams().GetOutstandingLeases();
+    std::vector<OutstandingLease> events =
+        pools->events().GetOutstandingLeases();
+    leases.insert(leases.end(), events.begin(), events.end());
+    absl::StrAppend(&report, "leases still out: ", leases.size(), "\n");
+    for (const OutstandingLease& lease : leases) {
+      absl::StrAppend(&report, "  ", lease.ToString(), "\n");
+    }
+    std::fputs(report.c_str(), stderr);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
+  const char* env = std::getenv("GPUPOOL_BACKEND");
+  if (env != nullptr && env[0] != '\0') {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(env);
+    if (!backend.ok()) {
+      return absl::Status(backend.status().code(),
+                          absl::StrCat("GPUPOOL_BACKEND=", env, ": ",
+                                       backend.status().message()));
+    }
+    return backend;
+  }
+  // Never a silent fallback to the simulator: a job that expected a GPU and
+  // got none must hear about it.
+  std::vector<std::string> reasons;
+  for (const char* name : {"cuda", "hip"}) {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(name);
+    absl::Status status = backend.status();
+    if (backend.ok()) {
+      absl::StatusOr<int> count = (*backend)->DeviceCount();
+      if (count.ok() && *count > 0) return backend;
+      status = count.ok() ? absl::UnavailableError("0 devices") : count.status();
+    }
+    reasons.push_back(absl::StrCat(name, ": ", status.message()));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no runtime backend reports a device (", absl::StrJoin(reasons, "; "),
+      "); set GPUPOOL_BACKEND=sim to use the simulated backend"));
+}
+
+absl::StatusOr<Pools*> CreateProcessPools() {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend();
+  if (!backend.ok()) return backend.status();
+  absl::StatusOr<std::unique_ptr<Pools>> pools =
+      Pools::Create(*std::move(backend));
+  if (!pools.ok()) return pools.status();
+  Pools* process_pools = pools->release();  // never destroyed
+  RegisterExitReport(process_pools);
+  return process_pools;
+}
+
+}  // namespace
+
+absl::StatusOr<Pools*> ProcessPools() {
+  // Function-local and leaked: immune to static destruction order.
+  static const absl::StatusOr<Pools*>* const pools =
+      new absl::StatusOr<Pools*>(CreateProcessPools());
+  return *pools;
+}
+
+}  // namespace gpupool

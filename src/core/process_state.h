@@ -1,0 +1,39 @@
+// Process-wide lifecycle state shared by every pool: the exiting flag set by
+// the atexit hook, the fork epoch bumped in every child after fork(), and the
+// registry of exit drains (pools destroy idle resources there while the
+// runtime is still alive).
+
+#ifndef GPUPOOL_SRC_CORE_PROCESS_STATE_H_
+#define GPUPOOL_SRC_CORE_PROCESS_STATE_H_
+
+#include <cstdint>
+#include <functional>
+
+namespace gpupool::internal {
+
+// True once the atexit hook ran: from then on releases leak instead of calling
+// the runtime, which may be unloading.
+bool ProcessIsExiting();
+
+// Bumped in the child after every fork(). A pool created in epoch E is
+// "forked" once ForkEpoch() != E: its handles belong to the parent's context.
+uint64_t ForkEpoch();
+
+// Installs (once per process) the pthread_atfork handlers and the atexit hook.
+// Call after the runtime was initialised (e.g. after DeviceCount()) so that
+// the hook runs before the runtime's own teardown.
+void InstallProcessHooks();
+
+// Registers `drain` to run at exit, before the exiting flag is set. Returns an
+// id for UnregisterExitDrain. Drains run under the registry lock, so an
+// unregister waits for a drain that is running.
+uint64_t RegisterExitDrain(std::function<void()> drain);
+void UnregisterExitDrain(uint64_t id);
+
+// For tests: runs the exit sequence now (drains, then the exiting flag), as
+// the atexit hook would. Idempotent.
+void RunExitSequenceForTesting();
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_CORE_PROCESS_STATE_H_

@@ -1,0 +1,78 @@
+// The two handle kinds the keyed-pool engine is instantiated for: what
+// creating, destroying and validating a stream or an event means.
+
+#ifndef GPUPOOL_SRC_CORE_RESOURCE_KINDS_H_
+#define GPUPOOL_SRC_CORE_RESOURCE_KINDS_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gpupool/backend.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/stream_pool.h"
+#include "src/core/keyed_pool.h"
+
+namespace gpupool::internal {
+
+struct StreamKind {
+  using Config = StreamConfig;
+  using Lease = PooledStream;
+  static constexpr absl::string_view kName = "stream";
+
+  static absl::StatusOr<void*> Create(Backend& backend, int device,
+                                      const Config& config) {
+    return backend.CreateStream(device, config);
+  }
+  static absl::Status Destroy(Backend& backend, int device, void* stream) {
+    return backend.DestroyStream(device, stream);
+  }
+  static absl::Status Query(Backend& backend, int device, void* stream) {
+    return backend.QueryStream(device, stream);
+  }
+  // Return protocol steps 2–3: a capturing stream is never reused (its
+  // capture is ended and the graph discarded first, so destroying it cannot
+  // leak a half-built graph); attributes go back to creation defaults.
+  static Check PrepareForReuse(Backend& backend, int device, void* stream) {
+    absl::StatusOr<CaptureStatus> capture =
+        backend.GetCaptureStatus(device, stream);
+    if (!capture.ok()) {
+      if (capture.status().code() != absl::StatusCode::kUnimplemented) {
+        return CheckFor(capture.status());
+      }
+    } else if (*capture != CaptureStatus::kNone) {
+      absl::Status ended = backend.EndCapture(device, stream);
+      if (FaultOf(ended) == Fault::kDevice || FaultOf(ended) == Fault::kShutdown) {
+        return CheckFor(ended);
+      }
+      return {Disposition::kDestroy,
+              absl::FailedPreconditionError("returned while capturing")};
+    }
+    absl::Status reset = backend.ResetStreamAttributes(device, stream);
+    if (!reset.ok() && reset.code() != absl::StatusCode::kUnimplemented) {
+      return CheckFor(reset);
+    }
+    return {};
+  }
+};
+
+struct EventKind {
+  using Config = EventConfig;
+  using Lease = PooledEvent;
+  static constexpr absl::string_view kName = "event";
+
+  static absl::StatusOr<void*> Create(Backend& backend, int device,
+                                      const Config& config) {
+    return backend.CreateEvent(device, config);
+  }
+  static absl::Status Destroy(Backend& backend, int device, void* event) {
+    return backend.DestroyEvent(device, event);
+  }
+  static absl::Status Query(Backend& backend, int device, void* event) {
+    return backend.QueryEvent(device, event);
+  }
+  static Check PrepareForReuse(Backend&, int, void*) { return {}; }
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_CORE_RESOURCE_KINDS_H_
