@@ -1,0 +1,158 @@
+// CudaApi: the CUDA runtime as a traits struct for RuntimeBackend<Api>
+// (src/backends/runtime/runtime_backend.h, which lists what a traits struct
+// must provide). Function forwards, constants and the error table only; any
+// logic belongs in the template so that HIP runs it too.
+//
+// CUDA semantics the template relies on (docs/backends.md has the full
+// CUDA/HIP comparison):
+//  * cudaStreamDestroy returns at once; the stream's resources are released
+//    when its pending work completes.
+//  * Priorities come from cudaDeviceGetStreamPriorityRange (e.g. [-5, 0] on
+//    Hopper); cudaStreamCreateWithPriority clamps, the template refuses.
+//  * No compute-unit masks.
+//  * Streams carry an L2 access-policy window that outlives a lease unless
+//    reset; devices without persisting L2 report a maximum window of 0.
+
+#ifndef GPUPOOL_SRC_BACKENDS_CUDA_CUDA_API_H_
+#define GPUPOOL_SRC_BACKENDS_CUDA_CUDA_API_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
+#include "src/backends/cuda/cuda_errors.h"
+#include "src/backends/runtime/error_class.h"
+
+namespace gpupool {
+namespace cuda_internal {
+
+struct CudaApi {
+  using Error = cudaError_t;
+  using Stream = cudaStream_t;
+  using Event = cudaEvent_t;
+  using Graph = cudaGraph_t;
+  using CaptureMode = cudaStreamCaptureMode;
+  using CaptureStatus = cudaStreamCaptureStatus;
+
+  static constexpr std::string_view kName = "cuda";
+  static constexpr absl::string_view kCallPrefix = "cuda";
+  static constexpr absl::string_view kHostAllocCall = "HostAlloc";
+  static constexpr absl::string_view kHostFreeCall = "FreeHost";
+
+  static constexpr Error kSuccess = cudaSuccess;
+  static constexpr Error kErrorNotReady = cudaErrorNotReady;
+  static constexpr Error kErrorCaptureInvalidated =
+      cudaErrorStreamCaptureInvalidated;
+
+  static constexpr unsigned kStreamDefault = cudaStreamDefault;
+  static constexpr unsigned kStreamNonBlocking = cudaStreamNonBlocking;
+  static constexpr unsigned kEventDefault = cudaEventDefault;
+  static constexpr unsigned kEventBlockingSync = cudaEventBlockingSync;
+  static constexpr unsigned kEventDisableTiming = cudaEventDisableTiming;
+  static constexpr unsigned kEventInterprocess = cudaEventInterprocess;
+  static constexpr unsigned kHostAllocDefault = cudaHostAllocDefault;
+  static constexpr CaptureMode kCaptureModeRelaxed =
+      cudaStreamCaptureModeRelaxed;
+  static constexpr CaptureStatus kCaptureStatusNone =
+      cudaStreamCaptureStatusNone;
+  static constexpr CaptureStatus kCaptureStatusActive =
+      cudaStreamCaptureStatusActive;
+  static constexpr CaptureStatus kCaptureStatusInvalidated =
+      cudaStreamCaptureStatusInvalidated;
+
+  static constexpr bool kSupportsCuMask = false;
+  static constexpr bool kHasAccessPolicyWindow = true;
+
+  // --- Errors ----------------------------------------------------------------
+  static runtime_internal::ErrorClass Classify(Error error,
+                                               runtime_internal::CallKind) {
+    return CudaErrorClass(error);
+  }
+  static const char* ErrorName(Error error) { return cudaGetErrorName(error); }
+  static const char* ErrorString(Error error) {
+    return cudaGetErrorString(error);
+  }
+  static Error GetLastError() { return cudaGetLastError(); }
+
+  // --- Device ----------------------------------------------------------------
+  static Error GetDeviceCount(int* count) { return cudaGetDeviceCount(count); }
+  static Error GetDevice(int* device) { return cudaGetDevice(device); }
+  static Error SetDevice(int device) { return cudaSetDevice(device); }
+  static Error DeviceGetStreamPriorityRange(int* least, int* greatest) {
+    return cudaDeviceGetStreamPriorityRange(least, greatest);
+  }
+  static Error MaxAccessPolicyWindowBytes(int device, int* bytes) {
+    return cudaDeviceGetAttribute(bytes, cudaDevAttrMaxAccessPolicyWindowSize,
+                                  device);
+  }
+
+  // --- Streams ---------------------------------------------------------------
+  static Error StreamCreateWithPriority(Stream* stream, unsigned flags,
+                                        int priority) {
+    return cudaStreamCreateWithPriority(stream, flags, priority);
+  }
+  static Error StreamDestroy(Stream stream) {
+    return cudaStreamDestroy(stream);
+  }
+  static Error StreamQuery(Stream stream) { return cudaStreamQuery(stream); }
+  static Error StreamSynchronize(Stream stream) {
+    return cudaStreamSynchronize(stream);
+  }
+  static Error StreamIsCapturing(Stream stream, CaptureStatus* status) {
+    return cudaStreamIsCapturing(stream, status);
+  }
+  static Error StreamEndCapture(Stream stream, Graph* graph) {
+    return cudaStreamEndCapture(stream, graph);
+  }
+  static Error GraphDestroy(Graph graph) { return cudaGraphDestroy(graph); }
+  static Error StreamWaitEvent(Stream stream, Event event) {
+    return cudaStreamWaitEvent(stream, event, /*flags=*/0);
+  }
+  static Error ThreadExchangeStreamCaptureMode(CaptureMode* mode) {
+    return cudaThreadExchangeStreamCaptureMode(mode);
+  }
+  // A zero-byte window is the creation default: no lines persist.
+  static Error ClearAccessPolicyWindow(Stream stream) {
+    cudaStreamAttrValue value = {};
+    value.accessPolicyWindow.base_ptr = nullptr;
+    value.accessPolicyWindow.num_bytes = 0;
+    value.accessPolicyWindow.hitRatio = 0.0f;
+    value.accessPolicyWindow.hitProp = cudaAccessPropertyNormal;
+    value.accessPolicyWindow.missProp = cudaAccessPropertyNormal;
+    return cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow,
+                                  &value);
+  }
+
+  // --- Events ----------------------------------------------------------------
+  static Error EventCreateWithFlags(Event* event, unsigned flags) {
+    return cudaEventCreateWithFlags(event, flags);
+  }
+  static Error EventDestroy(Event event) { return cudaEventDestroy(event); }
+  static Error EventRecord(Event event, Stream stream) {
+    return cudaEventRecord(event, stream);
+  }
+  static Error EventQuery(Event event) { return cudaEventQuery(event); }
+  static Error EventSynchronize(Event event) {
+    return cudaEventSynchronize(event);
+  }
+
+  // --- Memory ----------------------------------------------------------------
+  static Error Malloc(void** ptr, size_t bytes) {
+    return cudaMalloc(ptr, bytes);
+  }
+  static Error Free(void* ptr) { return cudaFree(ptr); }
+  static Error HostAlloc(void** ptr, size_t bytes, unsigned flags) {
+    return cudaHostAlloc(ptr, bytes, flags);
+  }
+  static Error FreeHost(void* ptr) { return cudaFreeHost(ptr); }
+  static Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    return cudaMemGetInfo(free_bytes, total_bytes);
+  }
+};
+
+}  // namespace cuda_internal
+}  // namespace gpupool
+
+#endif  // GPUPOOL_SRC_BACKENDS_CUDA_CUDA_API_H_
