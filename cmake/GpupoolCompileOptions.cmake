@@ -1,7 +1,8 @@
 # Warnings, sanitizers and clang thread-safety analysis for gpupool targets.
 add_library(gpupool_compile_options INTERFACE)
 target_compile_options(gpupool_compile_options INTERFACE
-  $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wno-unused-parameter>
+  $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wno-unused-parameter
+                                   -Wno-missing-field-initializers>
   $<$<BOOL:${GPUPOOL_WARNINGS_AS_ERRORS}>:-Werror>)
 if(GPUPOOL_THREAD_SAFETY_ANALYSIS)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

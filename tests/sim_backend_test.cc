@@ -446,6 +446,25 @@ TEST(SimBackendTest, FailNextIsFifoAndConsumedOnce) {
   EXPECT_TRUE(sim.QueryStream(0, nullptr).ok());
 }
 
+TEST(SimBackendTest, FailedDestroyStillInvalidatesTheHandle) {
+  SimBackend sim(StrictOptions());
+  absl::StatusOr<NativeStream> stream = sim.CreateStream(0, {});
+  absl::StatusOr<NativeEvent> event = sim.CreateEvent(0, {});
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(event.ok());
+  sim.FailNext(SimOp::kStreamDestroy, absl::InternalError("destroy failed"));
+  sim.FailNext(SimOp::kEventDestroy, absl::InternalError("destroy failed"));
+  EXPECT_THAT(sim.DestroyStream(0, *stream),
+              IsFault(absl::StatusCode::kInternal, Fault::kResource));
+  EXPECT_THAT(sim.DestroyEvent(0, *event),
+              IsFault(absl::StatusCode::kInternal, Fault::kResource));
+  EXPECT_FALSE(sim.is_live_stream(*stream));
+  EXPECT_FALSE(sim.is_live_event(*event));
+  EXPECT_EQ(sim.streams_destroyed(), 1);
+  EXPECT_EQ(sim.events_destroyed(), 1);
+  EXPECT_TRUE(sim.CheckNoLeaks().ok());
+}
+
 TEST(SimBackendTest, FailNextHonoursTheDeviceFilter) {
   SimBackend sim(StrictOptions(2));
   sim.FailNext(SimOp::kAllocate,

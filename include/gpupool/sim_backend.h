@@ -147,7 +147,9 @@ class SimBackend : public Backend {
 
   // --- Fault injection -----------------------------------------------------
   // The next call of `op` (on `device`, or on any device when -1) returns
-  // `status` instead of doing anything. Injections queue in FIFO order.
+  // `status` instead of doing anything — except that an injected failure of
+  // a stream or event destroy still invalidates the handle, as the Backend
+  // contract says. Injections queue in FIFO order.
   void FailNext(SimOp op, absl::Status status, int device = -1);
   // From now on, queries and synchronizes of `stream` return `status`
   // (default fault class kResource); destroy still succeeds.

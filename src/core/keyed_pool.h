@@ -276,7 +276,9 @@ class KeyedPool {
 
     absl::StatusOr<Lease> Acquire(absl::Duration timeout,
                                   SourceLocation where) {
-      const absl::Time deadline = absl::Now() + timeout;
+      // Read the clock only if we ever have to wait (bounded pools).
+      absl::Time deadline = absl::InfiniteFuture();
+      bool deadline_set = false;
       int drain_checks = 0;
       for (;;) {
         // Health is re-read every round: a poison seen by another thread
@@ -307,6 +309,10 @@ class KeyedPool {
             ++live_;  // reserve capacity for the creation below
             source = kCreate;
           } else {
+            if (!deadline_set) {
+              deadline = absl::Now() + timeout;
+              deadline_set = true;
+            }
             if (!WaitForCapacityLocked(deadline)) {
               ++stats_.acquire_timeouts;
               return absl::ResourceExhaustedError(absl::StrFormat(

@@ -137,7 +137,18 @@ absl::StatusOr<NativeStream> SimBackend::CreateStream(
 
 absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
   absl::Status status = state_->Enter(SimOp::kStreamDestroy, device);
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    // Backend contract: after a destroy the handle is invalid whatever the
+    // status, so an injected failure still releases a live handle.
+    if (state_->ValidDevice(device)) {
+      DeviceState& d = state_->device_state(device);
+      absl::MutexLock lock(&d.mu);
+      if (d.streams.erase(HandleValue(stream)) > 0) {
+        d.streams_destroyed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    return status;
+  }
   DeviceState& d = state_->device_state(device);
   const SimProfile& profile = state_->options.profile;
   {
@@ -350,7 +361,17 @@ absl::StatusOr<NativeEvent> SimBackend::CreateEvent(int device,
 
 absl::Status SimBackend::DestroyEvent(int device, NativeEvent event) {
   absl::Status status = state_->Enter(SimOp::kEventDestroy, device);
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    // As DestroyStream: the handle is invalid whatever the status.
+    if (state_->ValidDevice(device)) {
+      DeviceState& d = state_->device_state(device);
+      absl::MutexLock lock(&d.mu);
+      if (d.events.erase(HandleValue(event)) > 0) {
+        d.events_destroyed.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    return status;
+  }
   DeviceState& d = state_->device_state(device);
   {
     State::MisuseReporter misuse(state_.get());
