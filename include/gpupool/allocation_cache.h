@@ -1,0 +1,274 @@
+// gpupool/allocation_cache.h — a process-lifetime cache of GPU memory blocks.
+//
+// Runtime allocation (cudaMalloc/hipMalloc, and pinned host memory) is slow
+// and often synchronising; AllocationCache keeps released blocks, keyed by
+// (device, MemoryKind), and hands them out again:
+//
+//   * size classes: requests are rounded up to one of four geometric sub-bins
+//     per power of two above a 512-byte minimum (waste < 25% of the request,
+//     < 20% of the block); finding a request's class is O(1). Requests above
+//     `max_cached_block_bytes` go straight to the runtime and back.
+//   * stream-ordered safety: a block remembers the streams it was used on
+//     (Allocate's stream plus RecordUse). On release a ready event from the
+//     EventPool is recorded on each of them. The block is handed out at once
+//     to a request on the same single stream, and to any other stream only
+//     once all its events completed — or, with CrossStreamPolicy::
+//     kWaitOnStream, by making the new stream wait on them (no host sync).
+//   * caps: at most `max_cached_bytes` cached per device; Trim(device, keep).
+//   * OOM chain: a runtime out-of-memory frees the cached blocks of that
+//     device and kind (waiting for their pending work), retries once, then
+//     returns ResourceExhausted naming requested, rounded, in-use and cached
+//     bytes and the device's free/total memory. Never aborts.
+//   * stable allocations: AcquireStable(name, device, bytes) returns the same
+//     address on every call while the process lives (IPC-registered buffers).
+//   * faults: a sticky device error poisons the device (shared DeviceHealth);
+//     its blocks are then dropped without runtime calls.
+//   * exit and fork: cached blocks are freed by an exit hook while the runtime
+//     is alive; afterwards releases leak. In a fork() child Allocate fails
+//     with FailedPrecondition and releases leak without taking any lock.
+//
+// As with cudaMallocAsync, an allocation made on stream S is ready in S's
+// order: before using it on another stream T, make T wait on S, and call
+// RecordUse(T) so that the release protects T's work too. An allocation made
+// with no stream (nullptr) is ready for any use at once.
+//
+// Thread safety: every AllocationCache method is thread-safe; locks are
+// sharded by (device, MemoryKind) and the runtime is never called while one is
+// held. A PooledAllocation is a move-only lease used by one thread at a time.
+// The backend and the EventPool must outlive the cache; leases may outlive it
+// (their memory is then leaked on release, without runtime calls).
+//
+// Example:
+//
+//   gpupool::AllocationCache cache(backend, events);
+//   absl::StatusOr<gpupool::PooledAllocation> buffer =
+//       cache.Allocate(/*device=*/0, 1 << 20, gpupool::MemoryKind::kDevice,
+//                      stream);
+//   if (!buffer.ok()) return buffer.status();
+//   Launch(stream, buffer->data());
+//   // ~PooledAllocation returns the block; reusable at once on `stream`.
+
+#ifndef GPUPOOL_ALLOCATION_CACHE_H_
+#define GPUPOOL_ALLOCATION_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpupool/backend.h"
+#include "gpupool/device_health.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/pool_stats.h"
+#include "gpupool/source_location.h"
+
+namespace gpupool {
+
+namespace internal {
+class AllocationCacheCore;
+struct AllocationBlock;
+}  // namespace internal
+
+// When a cached block released on stream A may serve a request on stream B.
+enum class CrossStreamPolicy {
+  // Only once every event recorded at its release completed (queried from
+  // the host, never waited for).
+  kWaitForCompletion,
+  // At once, after making B wait on each of those events with
+  // Backend::StreamWaitEvent (no host synchronisation). Falls back to
+  // kWaitForCompletion for requests without a stream and on backends without
+  // StreamWaitEvent.
+  kWaitOnStream,
+};
+
+struct AllocationCacheOptions {
+  // Cached (idle) bytes kept per device, both memory kinds together; a
+  // release beyond it frees the block (once its pending work completed).
+  // Default: unbounded, the OOM chain being the safety valve.
+  size_t max_cached_bytes = std::numeric_limits<size_t>::max();
+  // Requests above this size are never cached: allocated exactly and freed on
+  // release. Values above 2^62 are clamped to 2^62.
+  size_t max_cached_block_bytes = size_t{1} << 30;
+  CrossStreamPolicy cross_stream = CrossStreamPolicy::kWaitForCompletion;
+  // Blocks released on other streams whose events are checked (one query
+  // per event) per Allocate before asking the runtime for a new block.
+  int pending_checks_per_allocate = 2;
+  // Config of the ready events taken from the EventPool.
+  EventConfig event_config = {};
+};
+
+// A snapshot of the cache's counters, per (device, kind), per device, or in
+// total. Gauges describe now; counters accumulate since construction.
+struct AllocationCacheStats {
+  // --- gauges ---
+  int64_t allocations_in_use = 0;  // leases out now (stable ones excluded)
+  int64_t bytes_in_use = 0;        // bytes those leases occupy (rounded)
+  int64_t bytes_requested = 0;     // bytes those leases asked for
+  int64_t bytes_rounded = 0;       // == bytes_in_use; paired with requested
+  int64_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use (per
+                                   // key; sums add the per-key peaks)
+  int64_t blocks_cached = 0;       // idle blocks ready for reuse
+  int64_t bytes_cached = 0;
+  int64_t blocks_retiring = 0;     // over the cap or uncached, freed once their
+  int64_t bytes_retiring = 0;      // pending work completes
+  int64_t stable_allocations = 0;  // AcquireStable buffers alive
+  int64_t bytes_stable = 0;
+  // --- counters ---
+  int64_t hits = 0;    // Allocate served from the cache
+  int64_t misses = 0;  // Allocate served by a new runtime allocation
+  int64_t uncached_allocations = 0;  // above max_cached_block_bytes
+  int64_t cross_stream_waits = 0;    // hits made safe with StreamWaitEvent
+  int64_t oom_retries = 0;           // runtime OOMs answered by trim + retry
+  int64_t failed_allocations = 0;    // Allocate/AcquireStable errors
+  int64_t runtime_allocations = 0;   // Backend::Allocate successes
+  int64_t runtime_frees = 0;         // Backend::Free calls
+  int64_t stable_reallocations = 0;  // AcquireStable grew a buffer
+  int64_t blocks_dropped = 0;  // forgotten without a runtime call: poisoned
+                               // device or older device generation
+  int64_t blocks_leaked = 0;   // left to the OS: exit, fork, released after
+                               // the cache was destroyed, unprovable safety
+
+  AllocationCacheStats& operator+=(const AllocationCacheStats& other);
+  // Fraction of cacheable allocations served from the cache (0 when none).
+  double hit_rate() const;
+  // Bytes held from the runtime: in use + cached + retiring + stable.
+  int64_t bytes_reserved() const;
+  // "in_use=2 (1.25 MiB, requested 1.00 MiB) cached=1 (512 B) ..."
+  std::string ToString() const;
+};
+
+// A leased block of memory. Move-only; returns the block to its cache when
+// destroyed or released.
+class PooledAllocation {
+ public:
+  PooledAllocation() = default;
+  PooledAllocation(PooledAllocation&& other) noexcept;
+  PooledAllocation& operator=(PooledAllocation&& other) noexcept;
+  PooledAllocation(const PooledAllocation&) = delete;
+  PooledAllocation& operator=(const PooledAllocation&) = delete;
+  ~PooledAllocation() { Release(); }
+
+  // Start of the block; nullptr when empty.
+  void* data() const { return data_; }
+  // Bytes requested (the block holds capacity() >= size() bytes); 0 when
+  // empty.
+  size_t size() const { return size_; }
+  // Bytes of the block (the request rounded up to its size class).
+  size_t capacity() const { return capacity_; }
+  // Device the memory belongs to; -1 when empty.
+  int device() const { return device_; }
+  MemoryKind kind() const { return kind_; }
+  // Stream the allocation was made on (nullptr: none).
+  NativeStream stream() const { return stream_; }
+  // Unique per lease for the life of the process; 0 when empty.
+  uint64_t lease_id() const { return lease_id_; }
+  explicit operator bool() const { return block_ != nullptr; }
+
+  // Declares that work on `stream` (of the same device) uses the memory, so
+  // that its release waits for that work too. nullptr and repeats are
+  // no-ops; so is an empty lease.
+  void RecordUse(NativeStream stream);
+  // Returns the block to the cache now. No-op when empty; the lease is empty
+  // afterwards.
+  void Release();
+
+ private:
+  friend class internal::AllocationCacheCore;
+  PooledAllocation(std::shared_ptr<internal::AllocationCacheCore> core,
+                   internal::AllocationBlock* block);
+
+  std::shared_ptr<internal::AllocationCacheCore> core_;
+  internal::AllocationBlock* block_ = nullptr;  // owned while non-null
+  void* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+  int device_ = -1;
+  MemoryKind kind_ = MemoryKind::kDevice;
+  NativeStream stream_ = nullptr;
+  uint64_t lease_id_ = 0;
+};
+
+class AllocationCache {
+ public:
+  // Caches memory of `backend`, taking ready events from `events`; both must
+  // outlive the cache. Shares the EventPool's DeviceHealth, so a sticky
+  // error seen by either poisons the device for both. Devices are those
+  // `backend.DeviceCount()` reports now; if it fails, every Allocate returns
+  // that status.
+  AllocationCache(Backend& backend, EventPool& events,
+                  AllocationCacheOptions options = {});
+  // Shares `health` (poisoning, generations) with other pools of `backend`.
+  AllocationCache(Backend& backend, EventPool& events,
+                  std::shared_ptr<DeviceHealth> health,
+                  AllocationCacheOptions options = {});
+  // Frees cached blocks and stable allocations (after waiting for their
+  // pending work) unless the process is exiting. Leases still out stay valid
+  // memory; when released later they are leaked without runtime calls.
+  ~AllocationCache();
+  AllocationCache(const AllocationCache&) = delete;
+  AllocationCache& operator=(const AllocationCache&) = delete;
+
+  // Leases at least `bytes` of `kind` memory of `device`, ordered on
+  // `stream` (nullptr: ready for any use at once). Errors: InvalidArgument
+  // (bytes == 0, device out of range, unknown kind); FailedPrecondition
+  // (device poisoned — the message names the original error — or process
+  // forked or exiting); ResourceExhausted (out of memory after trimming and
+  // one retry, or larger than the device; the message gives the numbers);
+  // otherwise the runtime's status.
+  absl::StatusOr<PooledAllocation> Allocate(
+      int device, size_t bytes, MemoryKind kind = MemoryKind::kDevice,
+      NativeStream stream = nullptr,
+      SourceLocation where = SourceLocation::Current());
+
+  // Device memory named `name` on `device` that never moves: every call
+  // returns the same address while the process lives. A larger `bytes` than
+  // the buffer holds frees it and allocates a bigger one (counted in
+  // stable_reallocations; the caller must have finished using the old one);
+  // a smaller one reuses it. Errors as Allocate.
+  absl::StatusOr<void*> AcquireStable(std::string_view name, int device,
+                                      size_t bytes);
+  // Frees the stable buffer `name` of `device`. NotFound when there is none;
+  // errors as Allocate otherwise.
+  absl::Status ReleaseStable(std::string_view name, int device);
+
+  // Frees cached blocks of `device` (device memory first, then pinned host;
+  // largest first) until at most `keep_bytes` remain cached, plus every
+  // retiring block. Blocks whose last use is still pending are waited for
+  // (SynchronizeEvent) before being freed: memory the GPU may still touch is
+  // never freed. InvalidArgument for a bad device; FailedPrecondition when
+  // forked or exiting; the first runtime error otherwise (the remaining
+  // blocks are still freed). OK on a poisoned device (its blocks are
+  // dropped).
+  absl::Status Trim(int device, size_t keep_bytes = 0);
+  // Trim(device, 0) for every device.
+  absl::Status Trim();
+
+  // Totals over every device and kind.
+  AllocationCacheStats GetStats() const;
+  // One device, both kinds (empty for a bad device).
+  AllocationCacheStats GetStats(int device) const;
+  AllocationCacheStats GetStats(int device, MemoryKind kind) const;
+  // Leases still out and where they were acquired (resource "allocation").
+  std::vector<OutstandingLease> GetOutstandingLeases() const;
+  std::string DebugString() const;
+
+  Backend& backend() const;
+  const std::shared_ptr<DeviceHealth>& health() const;
+  const AllocationCacheOptions& options() const;
+
+  // The size a cacheable request of `bytes` (>= 1) occupies: its size class.
+  static size_t RoundedSize(size_t bytes);
+
+ private:
+  std::shared_ptr<internal::AllocationCacheCore> core_;
+  uint64_t exit_registration_ = 0;
+};
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_ALLOCATION_CACHE_H_
