@@ -215,9 +215,11 @@ class AllocationCacheCore
     {
       absl::MutexLock lock(&shard.mu);
       shard.RemoveInUseLocked(block);
-      if (outcome == Outcome::kIdle && shard.closed) outcome = Outcome::kLeak;
-      if (outcome == Outcome::kIdle &&
-          block->generation != health_->generation(device)) {
+      const bool keep =
+          outcome == Outcome::kIdle || outcome == Outcome::kPending;
+      if (keep && shard.closed) {
+        outcome = Outcome::kLeak;  // the cache was destroyed meanwhile
+      } else if (keep && block->generation != health_->generation(device)) {
         outcome = Outcome::kDrop;  // poisoned while we recorded
       }
       switch (outcome) {
@@ -878,6 +880,11 @@ class AllocationCacheCore
     Released released;
     std::vector<AllocationBlock*> pending;
     for (AllocationBlock* block : blocks) {
+      if (health_->is_poisoned(block->device)) {
+        // A dead context: no query, no free, ever.
+        released.status.Update(Dispose(shard, block, Outcome::kDrop));
+        continue;
+      }
       Outcome outcome = QueryEvents(block);
       if (outcome == Outcome::kPending) {
         pending.push_back(block);
@@ -921,6 +928,11 @@ class AllocationCacheCore
   }
 
   absl::Status FreeRaw(AllocationShard& shard, void* ptr) {
+    if (health_->is_poisoned(shard.device())) {
+      absl::MutexLock lock(&shard.mu);
+      ++shard.stats.blocks_dropped;
+      return absl::OkStatus();
+    }
     absl::Status status = backend_.Free(shard.device(), ptr, shard.kind());
     if (FaultOf(status) == Fault::kDevice) {
       health_->Poison(shard.device(), status);
