@@ -1,0 +1,124 @@
+// allocation_bench — AllocationCache hits against raw allocate+free, for
+// sizes 256 B ... 256 MiB (powers of 4), in the same binary and run.
+//
+//   allocation/raw/<bytes>               Backend::Allocate + Free (device
+//                                        memory: cudaMalloc/hipMalloc)
+//   allocation/cached/<bytes>            AllocationCache::Allocate on a stream
+//                                        + Release (records a ready event on
+//                                        that stream): every iteration a hit
+//                                        on the same stream
+//   allocation/cached_no_stream/<bytes>  the same with no stream (nothing to
+//                                        order against, no event recorded)
+//   allocation/cuda_malloc_async/<bytes> with --backend=cuda in a CUDA build:
+//                                        cudaMallocAsync + cudaFreeAsync on one
+//                                        stream (benchmarks/cuda/)
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "benchmark/benchmark.h"
+#include "benchmarks/bench_common.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "gpupool/event_pool.h"
+
+namespace gpupool::bench {
+
+#ifdef GPUPOOL_BENCH_HAVE_CUDA
+// benchmarks/cuda/malloc_async_bench.cc: registers the cudaMallocAsync
+// baseline when env is the CUDA backend.
+void RegisterCudaMallocAsyncBenchmarks(const BenchEnv& env);
+#endif
+
+namespace {
+
+constexpr int64_t kSmallest = 256;
+constexpr int64_t kLargest = int64_t{256} << 20;
+
+void RawAllocateFree(benchmark::State& state, const BenchEnv& env) {
+  state.SetLabel(env.label.c_str());
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  Backend& backend = *env.backend;
+  for (auto _ : state) {
+    absl::StatusOr<void*> ptr = backend.Allocate(0, bytes, MemoryKind::kDevice);
+    if (!Check(state, ptr.status())) break;
+    benchmark::DoNotOptimize(*ptr);
+    if (!Check(state, backend.Free(0, *ptr, MemoryKind::kDevice))) break;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["runtime_allocations"] =
+      static_cast<double>(state.iterations());
+}
+
+void CachedAllocateRelease(benchmark::State& state, const BenchEnv& env,
+                           bool on_stream) {
+  state.SetLabel(env.label.c_str());
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  Backend& backend = *env.backend;
+  NativeStream stream = nullptr;
+  if (on_stream) {
+    absl::StatusOr<NativeStream> created = backend.CreateStream(0, {});
+    if (!Check(state, created.status())) return;
+    stream = *created;
+  }
+  {
+    EventPool events(backend);
+    AllocationCache cache(backend, events);
+    // The one miss: the block every timed iteration then reuses.
+    absl::Status warm =
+        cache.Allocate(0, bytes, MemoryKind::kDevice, stream).status();
+    if (Check(state, warm)) {
+      for (auto _ : state) {
+        absl::StatusOr<PooledAllocation> block =
+            cache.Allocate(0, bytes, MemoryKind::kDevice, stream);
+        if (!Check(state, block.status())) break;
+        benchmark::DoNotOptimize(block->data());
+        block->Release();
+      }
+    }
+    AllocationCacheStats stats = cache.GetStats();
+    state.counters["runtime_allocations"] =
+        static_cast<double>(stats.runtime_allocations);
+    state.counters["hit_rate"] = stats.hit_rate();
+  }
+  if (stream != nullptr) (void)backend.DestroyStream(0, stream);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void RegisterAllocationBenchmarks(const BenchEnv& env) {
+  benchmark::RegisterBenchmark(
+      "allocation/raw",
+      [env](benchmark::State& state) { RawAllocateFree(state, env); })
+      ->RangeMultiplier(4)
+      ->Range(kSmallest, kLargest)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("allocation/cached",
+                               [env](benchmark::State& state) {
+                                 CachedAllocateRelease(state, env,
+                                                       /*on_stream=*/true);
+                               })
+      ->RangeMultiplier(4)
+      ->Range(kSmallest, kLargest)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("allocation/cached_no_stream",
+                               [env](benchmark::State& state) {
+                                 CachedAllocateRelease(state, env,
+                                                       /*on_stream=*/false);
+                               })
+      ->RangeMultiplier(4)
+      ->Range(kSmallest, kLargest)
+      ->UseRealTime();
+#ifdef GPUPOOL_BENCH_HAVE_CUDA
+  RegisterCudaMallocAsyncBenchmarks(env);
+#endif
+}
+
+}  // namespace
+}  // namespace gpupool::bench
+
+int main(int argc, char** argv) {
+  return gpupool::bench::RunBenchmarkMain(
+      argc, argv, &gpupool::bench::RegisterAllocationBenchmarks);
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The main job in one command: builds gpupool (release preset) and runs the
+# client-lifecycle demo — a PJRT-style client built and torn down N times with
+# raw runtime calls vs from gpupool's pools — on the real GPU when the CUDA or
+# HIP runtime reports one, otherwise on the simulator (labelled "simulated").
+# Prints a table, writes <out_dir>/demo_results.{json,csv} and, when
+# matplotlib is available, <out_dir>/demo.png.
+#
+# Usage: tools/run_demo.sh [--out_dir=DIR] [any other gpupool_demo flag]
+#   e.g. tools/run_demo.sh --quick      (CI-sized: seconds)
+#        tools/run_demo.sh --backend=sim
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+out_dir="out/demo"
+for arg in "$@"; do
+  case "$arg" in
+    --out_dir=*) out_dir="${arg#--out_dir=}" ;;
+  esac
+done
+
+# Missing packages only; a machine without network or root still runs the
+# demo if the build dependencies are there (the plot is then skipped).
+if ! tools/install_deps.sh python3-matplotlib; then
+  echo "run_demo: could not install every dependency; continuing" >&2
+fi
+
+cmake --preset release
+cmake --build --preset release --target gpupool_demo
+
+build/release/examples/client_lifecycle/gpupool_demo --out_dir="$out_dir" "$@"
+
+# Debian's python3-matplotlib belongs to /usr/bin/python3, which another
+# python3 earlier on PATH (pyenv, a venv) cannot import.
+python=""
+for candidate in python3 /usr/bin/python3; do
+  if command -v "$candidate" >/dev/null 2>&1 &&
+     "$candidate" -c 'import matplotlib' >/dev/null 2>&1; then
+    python="$candidate"
+    break
+  fi
+done
+if [[ -z "$python" ]]; then
+  echo "plot skipped: matplotlib is not installed (tools/install_deps.sh python3-matplotlib)"
+  exit 0
+fi
+"$python" tools/plot_benchmarks.py --out_dir "$out_dir" \
+  --demo "$out_dir/demo_results.json"
