@@ -9,6 +9,7 @@
 #ifndef GPUPOOL_GPUPOOL_H_
 #define GPUPOOL_GPUPOOL_H_
 
+#include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "gpupool/cuda_backend.h"
 #include "gpupool/device_health.h"

@@ -23,9 +23,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
@@ -37,6 +39,7 @@ namespace gpupool {
 struct PoolsOptions {
   StreamPoolOptions streams;
   EventPoolOptions events;
+  AllocationCacheOptions allocations;
 };
 
 class Pools {
@@ -52,11 +55,15 @@ class Pools {
   Backend& backend() { return *backend_; }
   StreamPool& streams() { return *streams_; }
   EventPool& events() { return *events_; }
+  AllocationCache& allocations() { return *allocations_; }
   const std::shared_ptr<DeviceHealth>& health() const { return health_; }
+
+  // Leases and allocations still out in every pool, with acquire sites.
+  std::vector<OutstandingLease> GetOutstandingLeases() const;
 
   // After the user reset a poisoned device: a new generation for every pool.
   absl::Status RecoverDevice(int device);
-  // Destroys idle resources of every pool.
+  // Destroys idle resources of every pool and frees cached memory.
   void Trim();
   std::string DebugString() const;
 
@@ -68,6 +75,8 @@ class Pools {
   std::shared_ptr<DeviceHealth> health_;
   std::unique_ptr<StreamPool> streams_;
   std::unique_ptr<EventPool> events_;
+  // Declared last: destroyed first, while the event pool it records on lives.
+  std::unique_ptr<AllocationCache> allocations_;
 };
 
 // The process-wide bundle (see above). The pointer lives until the process

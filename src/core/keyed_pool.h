@@ -142,6 +142,9 @@ class KeyedPool {
     if (Forked()) {
       // The parent's threads may have held our locks at fork time: touch
       // nothing, leak everything (the child's address space dies with it).
+      // The exit registry's lock is fork-safe (held across fork), and the
+      // drain must go: it would run on this freed pool at the child's exit.
+      UnregisterExitDrain(exit_registration_);
       for (auto& slot : slots_) slot.release();  // NOLINT: deliberate leak
       for (std::thread& t : prewarm_threads_) t.detach();
       return;

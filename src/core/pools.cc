@@ -32,11 +32,14 @@ Pools::Pools(std::unique_ptr<Backend> backend,
     : backend_(std::move(backend)), health_(std::move(health)) {
   streams_ = std::make_unique<StreamPool>(*backend_, health_, options.streams);
   events_ = std::make_unique<EventPool>(*backend_, health_, options.events);
+  allocations_ = std::make_unique<AllocationCache>(*backend_, *events_, health_,
+                                                   options.allocations);
 }
 
 Pools::~Pools() {
   // Leases hold the pools' shards, not the backend: destroy the pools (which
   // destroys their idle handles) while the backend is still alive.
+  allocations_.reset();
   events_.reset();
   streams_.reset();
 }
@@ -47,16 +50,29 @@ absl::Status Pools::RecoverDevice(int device) {
   // Drop the old generation's idle handles now rather than on next use.
   streams_->Trim(device);
   events_->Trim(device);
-  return absl::OkStatus();
+  return allocations_->Trim(device);
 }
 
 void Pools::Trim() {
   streams_->Trim();
   events_->Trim();
+  // A failed free poisons or is counted inside the cache; nothing to add.
+  allocations_->Trim().IgnoreError();
+}
+
+std::vector<OutstandingLease> Pools::GetOutstandingLeases() const {
+  std::vector<OutstandingLease> leases = streams_->GetOutstandingLeases();
+  for (std::vector<OutstandingLease> more :
+       {events_->GetOutstandingLeases(),
+        allocations_->GetOutstandingLeases()}) {
+    leases.insert(leases.end(), more.begin(), more.end());
+  }
+  return leases;
 }
 
 std::string Pools::DebugString() const {
-  return absl::StrCat(streams_->DebugString(), "\n", events_->DebugString());
+  return absl::StrCat(streams_->DebugString(), "\n", events_->DebugString(),
+                      "\n", allocations_->DebugString());
 }
 
 }  // namespace gpupool

@@ -13,8 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
+#include "gpupool/config.h"
 #include "gpupool/pools.h"
 #include "src/core/process_state.h"
+#include "src/core/stats_report.h"
 
 namespace gpupool {
 namespace {
@@ -30,20 +32,7 @@ bool EnvFlag(const char* name) {
 void RegisterExitReport(Pools* pools) {
   if (!EnvFlag("GPUPOOL_STATS")) return;
   internal::RegisterExitDrain([pools] {
-    std::string report =
-        absl::StrCat("gpupool stats at exit (backend ",
-                     std::string(pools->backend().name()), "):\n",
-                     pools->DebugString(), "\n");
-    std::vector<OutstandingLease> leases =
-        pools->streams().GetOutstandingLeases();
-    std::vector<OutstandingLease> events =
-        pools->events().GetOutstandingLeases();
-    leases.insert(leases.end(), events.begin(), events.end());
-    absl::StrAppend(&report, "leases still out: ", leases.size(), "\n");
-    for (const OutstandingLease& lease : leases) {
-      absl::StrAppend(&report, "  ", lease.ToString(), "\n");
-    }
-    std::fputs(report.c_str(), stderr);
+    std::fputs(internal::PoolsStatsReport(*pools).c_str(), stderr);
   });
 }
 
@@ -77,13 +66,22 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
 }
 
 absl::StatusOr<Pools*> CreateProcessPools() {
+  // GPUPOOL_CONF first: a malformed value fails before any runtime call.
+  absl::StatusOr<PoolsConfig> config = PoolsConfigFromEnvironment();
+  if (!config.ok()) return config.status();
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend();
   if (!backend.ok()) return backend.status();
   absl::StatusOr<std::unique_ptr<Pools>> pools =
-      Pools::Create(*std::move(backend));
+      Pools::Create(*std::move(backend), config->options);
   if (!pools.ok()) return pools.status();
   Pools* process_pools = pools->release();  // never destroyed
   RegisterExitReport(process_pools);
+  // A failed prewarm only costs the speed-up: warn, keep the pools.
+  absl::Status prewarmed = RunPrewarms(*process_pools, config->prewarm);
+  if (!prewarmed.ok()) {
+    std::fprintf(stderr, "gpupool: %s: %s\n", kPoolsConfigEnvVar,
+                 prewarmed.ToString().c_str());
+  }
   return process_pools;
 }
 
