@@ -11,6 +11,7 @@
 
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
+#include "gpupool/config.h"
 #include "gpupool/cuda_backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
