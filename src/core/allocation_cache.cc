@@ -174,6 +174,11 @@ class AllocationCacheCore
 
     // 3. A new block from the runtime.
     PollRetiring(shard);
+    // Polling (or freeing) a retired block can meet a sticky fault: no
+    // runtime allocation on a device that just died.
+    if (health_->is_poisoned(device)) {
+      return AllocationFailed(shard, PoisonedError(device));
+    }
     const size_t rounded = SizeClassBytes(size_class);
     const uint64_t generation = health_->generation(device);
     absl::StatusOr<void*> ptr = RuntimeAllocate(shard, bytes, rounded);
@@ -614,7 +619,12 @@ class AllocationCacheCore
         outcome = MakeStreamWait(candidate, stream);
         waited = outcome == Outcome::kIdle;
       }
-      if (!waited) outcome = QueryEvents(candidate);
+      // Fall back to a query only after a plain failure of the wait
+      // (kPending): a sticky fault (kDrop) or an unloading runtime (kLeak)
+      // must not be followed by another runtime call.
+      if (!waited && outcome == Outcome::kPending) {
+        outcome = QueryEvents(candidate);
+      }
       switch (outcome) {
         case Outcome::kIdle:
           chosen = candidate;
@@ -895,7 +905,12 @@ class AllocationCacheCore
     }
     for (AllocationBlock* block : pending) {
       released.bytes += block->size;
-      released.status.Update(Dispose(shard, block, SynchronizeEvents(block)));
+      // An earlier block's sticky fault may have poisoned the device since
+      // the loop above: never wait on (or free) a dead context.
+      const Outcome outcome = health_->is_poisoned(block->device)
+                                  ? Outcome::kDrop
+                                  : SynchronizeEvents(block);
+      released.status.Update(Dispose(shard, block, outcome));
     }
     return released;
   }

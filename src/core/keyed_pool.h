@@ -486,8 +486,20 @@ class KeyedPool {
         idle.swap(idle_);
         draining.swap(draining_);
       }
-      for (const Entry& entry : idle) Destroy(entry.handle, false);
+      // A sticky fault met on one handle poisons the device (new
+      // generation): the rest of the batch must be dropped without a call.
+      for (const Entry& entry : idle) {
+        if (entry.generation != health_->generation(device_)) {
+          DropHeld();
+          continue;
+        }
+        Destroy(entry.handle, false);
+      }
       for (const Entry& entry : draining) {
+        if (entry.generation != health_->generation(device_)) {
+          DropHeld();
+          continue;
+        }
         absl::Status query = Kind::Query(*backend_, device_, entry.handle);
         if (FaultOf(query) == Fault::kNotReady) {
           absl::MutexLock lock(&mu_);
@@ -512,9 +524,11 @@ class KeyedPool {
         handles.insert(handles.end(), draining_.begin(), draining_.end());
         draining_.clear();
       }
-      const uint64_t generation = health_->generation(device_);
       for (const Entry& entry : handles) {
-        if (call_runtime && entry.generation == generation) {
+        // Re-read per handle: a destroy that fails with a sticky fault
+        // poisons the device, and the remaining handles must then be
+        // dropped without a runtime call.
+        if (call_runtime && entry.generation == health_->generation(device_)) {
           Destroy(entry.handle, false);
         } else {
           absl::MutexLock lock(&mu_);
@@ -619,6 +633,13 @@ class KeyedPool {
       if (in_use_ > stats_.peak_in_use) stats_.peak_in_use = in_use_;
       if (options_.track_lease_sites) sites_.emplace(lease_id, where);
       return Lease(this->shared_from_this(), handle, lease_id, generation);
+    }
+
+    // Forgets a handle we hold (not in any list) without a runtime call.
+    void DropHeld() {
+      absl::MutexLock lock(&mu_);
+      --live_;
+      ++stats_.dropped;
     }
 
     // Applies a non-proceed check to a handle we hold (not in any list).
