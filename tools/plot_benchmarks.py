@@ -112,6 +112,8 @@ def merge_runs(paths):
 
 
 def format_ns(ns):
+    if ns >= 1e9:
+        return "%.3g s" % (ns / 1e9)
     if ns >= 1e6:
         return "%.3g ms" % (ns / 1e6)
     if ns >= 1e3:
