@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -345,6 +346,66 @@ TEST_F(HipDeviceTest, EndCaptureEndsItAndQueriesNeverBreakACapture) {
   EXPECT_EQ(*capture, CaptureStatus::kNone);
   EXPECT_TRUE(backend_->DestroyStream(0, *capturing).ok());
   EXPECT_TRUE(backend_->DestroyStream(0, *other).ok());
+}
+
+// Every call a pool makes outside stream order, issued while a global-mode
+// capture is under way: on the capturing thread itself (the strictest case)
+// and on another thread (a pool returning or creating on a worker). None may
+// fail or invalidate the capture.
+TEST_F(HipDeviceTest, PoolCallsNeverBreakAGlobalCapture) {
+  absl::StatusOr<NativeStream> capturing = backend_->CreateStream(0, {});
+  ASSERT_TRUE(capturing.ok()) << capturing.status();
+  ASSERT_EQ(hipStreamBeginCapture(static_cast<hipStream_t>(*capturing),
+                                  hipStreamCaptureModeGlobal),
+            hipSuccess);
+  Backend& backend = *backend_;
+  // Runs the calls; returns the first failure, naming the call.
+  auto pool_calls = [&backend]() -> std::string {
+    absl::StatusOr<NativeStream> stream = backend.CreateStream(0, {});
+    if (!stream.ok()) return "CreateStream: " + stream.status().ToString();
+    std::vector<std::pair<const char*, absl::Status>> calls;
+    calls.emplace_back("QueryStream", backend.QueryStream(0, *stream));
+    calls.emplace_back("GetCaptureStatus",
+                       backend.GetCaptureStatus(0, *stream).status());
+    calls.emplace_back("ResetStreamAttributes",
+                       backend.ResetStreamAttributes(0, *stream));
+    calls.emplace_back("SynchronizeStream",
+                       backend.SynchronizeStream(0, *stream));
+    absl::StatusOr<NativeEvent> event = backend.CreateEvent(0, {});
+    calls.emplace_back("CreateEvent", event.status());
+    if (event.ok()) {
+      calls.emplace_back("QueryEvent", backend.QueryEvent(0, *event));
+      calls.emplace_back("SynchronizeEvent",
+                         backend.SynchronizeEvent(0, *event));
+      calls.emplace_back("DestroyEvent", backend.DestroyEvent(0, *event));
+    }
+    for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
+      absl::StatusOr<void*> ptr = backend.Allocate(0, 1 << 20, kind);
+      calls.emplace_back("Allocate", ptr.status());
+      if (ptr.ok()) calls.emplace_back("Free", backend.Free(0, *ptr, kind));
+    }
+    calls.emplace_back("GetMemoryInfo", backend.GetMemoryInfo(0).status());
+    calls.emplace_back("DestroyStream", backend.DestroyStream(0, *stream));
+    for (const auto& [name, status] : calls) {
+      if (!status.ok()) return std::string(name) + ": " + status.ToString();
+    }
+    return "";
+  };
+  auto still_capturing = [&]() {
+    absl::StatusOr<CaptureStatus> capture =
+        backend_->GetCaptureStatus(0, *capturing);
+    return capture.ok() && *capture == CaptureStatus::kActive;
+  };
+
+  EXPECT_EQ(pool_calls(), "") << "on the capturing thread";
+  EXPECT_TRUE(still_capturing()) << "broken by a call on the capturing thread";
+  std::string other_thread;
+  std::thread([&] { other_thread = pool_calls(); }).join();
+  EXPECT_EQ(other_thread, "") << "on another thread";
+  EXPECT_TRUE(still_capturing()) << "broken by a call on another thread";
+
+  EXPECT_TRUE(backend_->EndCapture(0, *capturing).ok());
+  EXPECT_TRUE(backend_->DestroyStream(0, *capturing).ok());
 }
 
 TEST_F(HipDeviceTest, EventsRecordQueryWait) {

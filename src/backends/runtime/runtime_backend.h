@@ -150,6 +150,8 @@ class RuntimeBackend final : public Backend {
         !valid.ok()) {
       return valid;
     }
+    RelaxedCaptureMode relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
     Stream stream = nullptr;
     Error error = Api::kSuccess;
     absl::string_view call;
@@ -179,6 +181,8 @@ class RuntimeBackend final : public Backend {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
     CurrentDeviceGuard guard(device);
     if (!guard.status().ok()) return guard.status();
+    RelaxedCaptureMode relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
     return ToStatus(Api::StreamDestroy(ToStream(stream)), "StreamDestroy",
                     device);
   }
@@ -297,6 +301,8 @@ class RuntimeBackend final : public Backend {
     if (config.interprocess) flags |= Api::kEventInterprocess;
     CurrentDeviceGuard guard(device);
     if (!guard.status().ok()) return guard.status();
+    RelaxedCaptureMode relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
     Event event = nullptr;
     absl::Status status = ToStatus(Api::EventCreateWithFlags(&event, flags),
                                    "EventCreateWithFlags", device);
@@ -308,6 +314,8 @@ class RuntimeBackend final : public Backend {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
     CurrentDeviceGuard guard(device);
     if (!guard.status().ok()) return guard.status();
+    RelaxedCaptureMode relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
     return ToStatus(Api::EventDestroy(ToEvent(event)), "EventDestroy", device);
   }
 
@@ -436,10 +444,12 @@ class RuntimeBackend final : public Backend {
   };
 
   // Switches the calling thread's stream-capture mode to Relaxed for the
-  // guard's lifetime. In the default (global) mode a query, synchronize,
-  // malloc or free issued while any thread captures in global mode is
-  // prohibited and invalidates that capture; pools validate on arbitrary
-  // threads and must never break a user's graph.
+  // guard's lifetime. In the default (global) mode a "potentially unsafe"
+  // call (query, synchronize, malloc, free, ...) issued while any thread
+  // captures in global mode is prohibited and invalidates that capture; pools
+  // validate, create and destroy on arbitrary threads and must never break a
+  // user's graph. Creation and destruction are guarded too: they are off the
+  // hot path, and the runtimes do not document them as capture-safe.
   class RelaxedCaptureMode {
    public:
     explicit RelaxedCaptureMode(int device) {
