@@ -406,6 +406,30 @@ TEST_F(CudaDeviceTest, PoolCallsNeverBreakAGlobalCapture) {
   EXPECT_TRUE(backend_->DestroyStream(0, *capturing).ok());
 }
 
+// cudaStreamEndCapture must come from the thread that began a global or
+// thread-local capture. A lease returned on another thread therefore cannot
+// have its capture ended there: the backend reports the runtime's error as a
+// resource fault and the stream is still capturing (what the pool then does
+// with it is the engine's choice). The owning thread can still end it.
+TEST_F(CudaDeviceTest, EndCaptureFromAnotherThreadIsRefusedAndChangesNothing) {
+  absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_EQ(cudaStreamBeginCapture(static_cast<cudaStream_t>(*stream),
+                                   cudaStreamCaptureModeGlobal),
+            cudaSuccess);
+  absl::Status ended;
+  std::thread([&] { ended = backend_->EndCapture(0, *stream); }).join();
+  EXPECT_EQ(FaultOf(ended), Fault::kResource) << ended;
+  EXPECT_THAT(std::string(ended.message()),
+              HasSubstr("cudaErrorStreamCaptureWrongThread"));
+  absl::StatusOr<CaptureStatus> capture =
+      backend_->GetCaptureStatus(0, *stream);
+  ASSERT_TRUE(capture.ok()) << capture.status();
+  EXPECT_EQ(*capture, CaptureStatus::kActive);
+  EXPECT_TRUE(backend_->EndCapture(0, *stream).ok());
+  EXPECT_TRUE(backend_->DestroyStream(0, *stream).ok());
+}
+
 TEST_F(CudaDeviceTest, EventsRecordQueryWait) {
   absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
   ASSERT_TRUE(stream.ok()) << stream.status();
