@@ -83,16 +83,27 @@ TEST(LifecycleDeathTest, ExitFromAnotherThreadDrainsThenLeaks) {
 }
 
 // --- fork --------------------------------------------------------------------
-// Runs `child` in a fork()ed child; returns its exit code (or 128+signal).
+// Runs `child` in a fork()ed child; returns its exit code, 128+signal, or
+// kChildHung when it did not finish within 20 s (then it is killed). The
+// watchdog is the parent's: a child can hang inside fork() itself, before
+// any code of its own (e.g. an alarm()) runs.
+constexpr int kChildHung = 255;
+
 template <typename Fn>
 int RunInForkedChild(Fn child) {
   const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(10);  // a deadlock in the child ends as SIGALRM, not a hang
-    _exit(child());
-  }
+  if (pid == 0) _exit(child());
   int status = 0;
-  waitpid(pid, &status, 0);
+  for (int waited_ms = 0;; waited_ms += 5) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 || waited_ms >= 20000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return kChildHung;
+    }
+    usleep(5000);
+  }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }

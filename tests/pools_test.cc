@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -77,6 +78,23 @@ TEST(PoolsTest, OutstandingLeasesCoverEveryPool) {
   ASSERT_THAT(stream, IsOk());
   ASSERT_THAT(event, IsOk());
   ASSERT_THAT(block, IsOk());
+  {
+    // A block released on a stream keeps an internal ready event: held by
+    // gpupool, never listed as the user's lease.
+    absl::StatusOr<PooledStream> other = pools->streams().Acquire(0);
+    ASSERT_THAT(other, IsOk());
+    absl::StatusOr<PooledAllocation> on_stream = pools->allocations().Allocate(
+        0, 4096, MemoryKind::kDevice, other->get());
+    ASSERT_THAT(on_stream, IsOk());
+  }
+  const std::vector<OutstandingLease> event_leases =
+      pools->events().GetOutstandingLeases();
+  ASSERT_EQ(event_leases.size(), 2u);  // the user's and the cache's
+  EXPECT_EQ(std::count_if(event_leases.begin(), event_leases.end(),
+                          [](const OutstandingLease& lease) {
+                            return lease.where.is_internal();
+                          }),
+            1);
   std::vector<OutstandingLease> leases = pools->GetOutstandingLeases();
   ASSERT_EQ(leases.size(), 3u);
   EXPECT_EQ(leases[0].resource, "stream");

@@ -145,6 +145,8 @@ TEST_F(StreamPoolSimTest, StickyErrorPoisonsTheDevice) {
   absl::StatusOr<PooledStream> refused = pool.Acquire(2);
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kFailedPrecondition,
                                 HasSubstr("cudaErrorIllegalAddress")));
+  // Callers can tell a dead device from a bad handle.
+  EXPECT_EQ(FaultOf(refused.status()), Fault::kDevice);
   EXPECT_THAT(pool.Prewarm(2, {}, 1),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   pool.Trim(2);

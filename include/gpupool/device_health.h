@@ -32,11 +32,15 @@ class DeviceHealth {
 
   int device_count() const { return static_cast<int>(devices_.size()); }
 
-  // Current generation of `device`; bumps on Poison and on Recover.
+  // Current generation of `device`; bumps on Poison and on Recover. 0 (a
+  // generation no handle has: they start at 1) for an out-of-range device.
   uint64_t generation(int device) const {
+    if (device < 0 || device >= device_count()) return 0;
     return devices_[device]->generation.load(std::memory_order_acquire);
   }
+  // False for an out-of-range device.
   bool is_poisoned(int device) const {
+    if (device < 0 || device >= device_count()) return false;
     return devices_[device]->poisoned.load(std::memory_order_acquire);
   }
 
@@ -44,7 +48,8 @@ class DeviceHealth {
   // call poisoned it (false when it already was: the first cause is kept).
   bool Poison(int device, const absl::Status& cause);
 
-  // FailedPrecondition naming the original error while poisoned; OK otherwise.
+  // FailedPrecondition (Fault::kDevice) naming the original error while
+  // poisoned; OK otherwise.
   absl::Status CheckHealthy(int device) const;
 
   // The error that poisoned `device` (OK when healthy).

@@ -58,7 +58,9 @@ class Pools {
   AllocationCache& allocations() { return *allocations_; }
   const std::shared_ptr<DeviceHealth>& health() const { return health_; }
 
-  // Leases and allocations still out in every pool, with acquire sites.
+  // Leases and allocations the user still holds in every pool, with acquire
+  // sites (leases gpupool holds itself, SourceLocation::Internal(), are not
+  // listed).
   std::vector<OutstandingLease> GetOutstandingLeases() const;
 
   // After the user reset a poisoned device: a new generation for every pool.

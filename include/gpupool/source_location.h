@@ -22,11 +22,24 @@ class SourceLocation {
   ) {
     return SourceLocation(file, line);
   }
+  // The site gpupool itself uses for leases it holds on its own behalf (the
+  // ready events the allocation cache keeps with cached blocks): listed as
+  // outstanding, but never a user's leak.
+  static constexpr SourceLocation Internal() {
+    return SourceLocation(kInternalFile, 0);
+  }
   constexpr SourceLocation() = default;
   constexpr const char* file_name() const { return file_; }
   constexpr uint32_t line() const { return line_; }
+  bool is_internal() const {
+    const char* a = file_;
+    const char* b = kInternalFile;
+    while (*a != '\0' && *a == *b) ++a, ++b;
+    return *a == *b;
+  }
 
  private:
+  static constexpr char kInternalFile[] = "<gpupool internal>";
   constexpr SourceLocation(const char* file, uint32_t line)
       : file_(file), line_(line) {}
   const char* file_ = "unknown";

@@ -679,7 +679,8 @@ class AllocationCacheCore
     NativeStream single_stream = nullptr;
     for (NativeStream stream : block->uses) {
       absl::StatusOr<PooledEvent> event =
-          events_.Acquire(device, options_.event_config);
+          events_.Acquire(device, options_.event_config,
+                          SourceLocation::Internal());
       absl::Status status = event.status();
       if (event.ok()) {
         status = backend_.RecordEvent(device, event->get(), stream);

@@ -3,6 +3,7 @@
 #include "gpupool/device_health.h"
 
 #include "absl/strings/str_cat.h"
+#include "gpupool/backend.h"
 
 namespace gpupool {
 
@@ -34,11 +35,13 @@ absl::Status DeviceHealth::CheckHealthy(int device) const {
   }
   if (!is_poisoned(device)) return absl::OkStatus();
   absl::Status cause = poison_cause(device);
-  return absl::FailedPreconditionError(
-      absl::StrCat("device ", device,
-                   " is poisoned by a sticky error and needs a reset "
-                   "(then RecoverDevice): ",
-                   cause.ToString()));
+  // Fault::kDevice: a caller classifying this status learns the device is
+  // dead (not that its handle is bad).
+  return FaultError(Fault::kDevice, absl::StatusCode::kFailedPrecondition,
+                    absl::StrCat("device ", device,
+                                 " is poisoned by a sticky error and needs a "
+                                 "reset (then RecoverDevice): ",
+                                 cause.ToString()));
 }
 
 absl::Status DeviceHealth::poison_cause(int device) const {

@@ -61,11 +61,13 @@ void Pools::Trim() {
 }
 
 std::vector<OutstandingLease> Pools::GetOutstandingLeases() const {
-  std::vector<OutstandingLease> leases = streams_->GetOutstandingLeases();
-  for (std::vector<OutstandingLease> more :
-       {events_->GetOutstandingLeases(),
+  std::vector<OutstandingLease> leases;
+  for (const std::vector<OutstandingLease>& pool :
+       {streams_->GetOutstandingLeases(), events_->GetOutstandingLeases(),
         allocations_->GetOutstandingLeases()}) {
-    leases.insert(leases.end(), more.begin(), more.end());
+    for (const OutstandingLease& lease : pool) {
+      if (!lease.where.is_internal()) leases.push_back(lease);
+    }
   }
   return leases;
 }

@@ -7,12 +7,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
+#include <mutex>  // NOLINT(build/c++11): fork-safe lock, see ForkSafeMutex
 #include <utility>
 #include <vector>
 
 #include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace gpupool::internal {
 namespace {
@@ -25,10 +25,36 @@ struct Drain {
   std::function<void()> fn;
 };
 
+// The registry lock is held across fork() and released in the child. It is
+// deliberately not an absl::Mutex: an Abseil built without NDEBUG (Debian's)
+// runs deadlock detection inside Lock/Unlock under a process-wide spinlock,
+// which another parent thread may hold at fork time — the child's Unlock
+// would then spin forever inside fork(). A pthread mutex has no such state.
+class ABSL_LOCKABLE ForkSafeMutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+
+class ABSL_SCOPED_LOCKABLE ForkSafeLock {
+ public:
+  explicit ForkSafeLock(ForkSafeMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu) {
+    mu_->Lock();
+  }
+  ~ForkSafeLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+
+ private:
+  ForkSafeMutex* const mu_;
+};
+
 // Never destroyed: the atexit hook and late pool destructors may run after
 // static destructors.
 struct Registry {
-  absl::Mutex mu;
+  ForkSafeMutex mu;
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   std::vector<Drain> drains ABSL_GUARDED_BY(mu);
   bool ran ABSL_GUARDED_BY(mu) = false;
@@ -43,7 +69,7 @@ void RunExitSequence() {
   // Keeps the registry lock consistent across fork and waits for a pool
   // destructor that is unregistering right now.
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  ForkSafeLock lock(&registry.mu);
   if (registry.ran) return;
   registry.ran = true;
   // Newest first, like atexit: a pool created later may depend on an older.
@@ -83,7 +109,7 @@ void InstallProcessHooks() {
 
 uint64_t RegisterExitDrain(std::function<void()> drain) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  ForkSafeLock lock(&registry.mu);
   uint64_t id = registry.next_id++;
   registry.drains.push_back({id, std::move(drain)});
   return id;
@@ -91,7 +117,7 @@ uint64_t RegisterExitDrain(std::function<void()> drain) {
 
 void UnregisterExitDrain(uint64_t id) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  ForkSafeLock lock(&registry.mu);
   for (auto it = registry.drains.begin(); it != registry.drains.end(); ++it) {
     if (it->id == id) {
       registry.drains.erase(it);

@@ -32,19 +32,9 @@ std::vector<uint64_t> SortedIds(const std::vector<OutstandingLease>& leases) {
 }
 
 // True for leases gpupool holds itself, e.g. the ready events the allocation
-// cache keeps with its cached blocks: acquired in the library's core sources,
-// which were compiled in the same tree as this file (src/testing/).
+// cache keeps with its cached blocks.
 bool HeldByGpupool(const OutstandingLease& lease) {
-  static const std::string* const core_dir = [] {
-    std::string file = __FILE__;
-    const std::string suffix = "testing/gtest_integration.cc";
-    if (file.size() >= suffix.size() &&
-        file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      file.resize(file.size() - suffix.size());
-    }
-    return new std::string(file + "core/");
-  }();
-  return absl::StartsWith(lease.where.file_name(), *core_dir);
+  return lease.where.is_internal();
 }
 
 // Appends the leases of one pool acquired since `before` and still out; when
