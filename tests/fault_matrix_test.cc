@@ -674,7 +674,9 @@ std::vector<Scenario> Scenarios() {
         h.held_streams[0].Release();
         return absl::OkStatus();
       },
-      Silent(/*shutdown=*/kOneStream));
+      // A capture that could not be ended leaves the stream capturing:
+      // destroying it is undefined, so the pool leaks it.
+      Silent(/*shutdown=*/kOneStream, /*other=*/kOneStream));
   add(Path::kStreamReturn, SimOp::kResetAttributes,
       "Release with a dirty attribute",
       [](Harness& h) {

@@ -81,6 +81,27 @@ TEST_F(StreamPoolSimTest, StreamReturnedWhileCapturingIsDestroyed) {
   EXPECT_NE(next->get(), capturing);
 }
 
+TEST_F(StreamPoolSimTest, StreamWhoseCaptureCannotBeEndedIsLeakedNotDestroyed) {
+  StreamPool pool(sim_);
+  NativeStream capturing;
+  {
+    absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+    ASSERT_THAT(stream, IsOk());
+    capturing = stream->get();
+    sim_.BeginCapture(capturing);
+    sim_.FailNext(SimOp::kEndCapture,
+                  FaultError(Fault::kResource, absl::StatusCode::kInternal,
+                             "cudaErrorStreamCaptureWrongThread"));
+  }
+  // Destroying a stream that is still capturing is undefined: left alone.
+  EXPECT_TRUE(sim_.is_live_stream(capturing));
+  EXPECT_EQ(pool.GetStats().leaked, 1);
+  EXPECT_EQ(pool.GetStats().destroyed, 0);
+  EXPECT_EQ(pool.GetStats().idle, 0);
+  ASSERT_THAT(sim_.EndCapture(0, capturing), IsOk());
+  ASSERT_THAT(sim_.DestroyStream(0, capturing), IsOk());
+}
+
 TEST_F(StreamPoolSimTest, AttributesAreResetOnReturn) {
   StreamPool pool(sim_);
   NativeStream handle;

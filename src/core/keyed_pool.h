@@ -293,19 +293,24 @@ class KeyedPool {
         const uint64_t generation = health_->generation(device_);
         enum { kIdle, kDrained, kCreate } source;
         Entry entry;
+        uint64_t lease_id = 0;
         {
           absl::MutexLock lock(&mu_);
           if (closed_) return ClosedError();
           DropStaleLocked(generation);
+          // A reused handle is counted as leased in this same critical
+          // section (one lock per hit); a failed validation undoes it.
           if (!idle_.empty()) {
             entry = idle_.back();
             idle_.pop_back();
             source = kIdle;
+            lease_id = ReserveLeaseLocked(where, /*reused=*/true);
           } else if (!draining_.empty() &&
                      drain_checks < options_.drain_checks_per_acquire) {
             entry = draining_.front();
             draining_.pop_front();
             source = kDrained;
+            lease_id = ReserveLeaseLocked(where, /*reused=*/true);
             ++drain_checks;
           } else if (options_.max_live_per_key <= 0 ||
                      live_ < options_.max_live_per_key) {
@@ -346,11 +351,13 @@ class KeyedPool {
             }
             return created.status();
           }
-          absl::MutexLock lock(&mu_);
-          ++stats_.created;
-          stats_.create_latency.Record(latency);
-          return MakeLeaseLocked(*created, generation, where,
-                                 /*reused=*/false);
+          {
+            absl::MutexLock lock(&mu_);
+            ++stats_.created;
+            stats_.create_latency.Record(latency);
+            lease_id = ReserveLeaseLocked(where, /*reused=*/false);
+          }
+          return MakeLease(*created, lease_id, generation);
         }
 
         // An idle or drained handle: prove it is safe before handing it out.
@@ -359,22 +366,27 @@ class KeyedPool {
           if (!query.ok()) {
             if (FaultOf(query) == Fault::kNotReady) {
               absl::MutexLock lock(&mu_);
+              UndoReservationLocked(lease_id);
               draining_.push_back(entry);
             } else {
+              {
+                absl::MutexLock lock(&mu_);
+                UndoReservationLocked(lease_id);
+              }
               Dispose(entry.handle, CheckFor(query), /*faulty=*/true);
             }
             continue;
           }
         }
-        absl::MutexLock lock(&mu_);
         if (entry.generation != health_->generation(device_)) {
           // Poisoned or recovered while we validated: never hand it out.
+          absl::MutexLock lock(&mu_);
+          UndoReservationLocked(lease_id);
           --live_;
           ++stats_.dropped;
           continue;
         }
-        return MakeLeaseLocked(entry.handle, entry.generation, where,
-                               /*reused=*/true);
+        return MakeLease(entry.handle, lease_id, entry.generation);
       }
     }
 
@@ -382,51 +394,54 @@ class KeyedPool {
                 bool discard) override {
       // A forked child must take no lock and make no runtime call.
       if (ForkEpoch() != fork_epoch_) return;
-      {
+      // Screened without the lock (re-checked under it below): after the
+      // pool was destroyed (closed) or exit began, never touch the runtime;
+      // a handle of an older generation belongs to a dead context.
+      if (closed_flag_.load(std::memory_order_acquire) ||
+          ProcessIsExiting() || generation != health_->generation(device_)) {
         absl::MutexLock lock(&mu_);
-        --in_use_;
-        if (options_.track_lease_sites) sites_.erase(lease_id);
-        if (closed_ || ProcessIsExiting()) {
-          --live_;
-          ++stats_.leaked;
-          return;
-        }
-        if (generation != health_->generation(device_)) {
-          --live_;
-          ++stats_.dropped;
-          return;
-        }
+        ForgetLocked(lease_id, generation);
+        return;
       }
       if (discard) {
+        {
+          absl::MutexLock lock(&mu_);
+          FinishLeaseLocked(lease_id);
+        }
         Destroy(handle, /*faulty=*/true);
         return;
       }
       Check check = Kind::PrepareForReuse(*backend_, device_, handle);
-      if (check.disposition != Disposition::kProceed) {
-        Dispose(handle, check, /*faulty=*/true);
-        return;
+      absl::Status query;
+      if (check.disposition == Disposition::kProceed) {
+        query = Kind::Query(*backend_, device_, handle);
+        if (!query.ok() && FaultOf(query) != Fault::kNotReady) {
+          check = CheckFor(query);
+        }
       }
-      absl::Status query = Kind::Query(*backend_, device_, handle);
-      const bool pending = FaultOf(query) == Fault::kNotReady;
-      if (!query.ok() && !pending) {
-        Dispose(handle, CheckFor(query), /*faulty=*/true);
+      if (check.disposition != Disposition::kProceed) {
+        {
+          absl::MutexLock lock(&mu_);
+          FinishLeaseLocked(lease_id);
+        }
+        Dispose(handle, check, /*faulty=*/true);
         return;
       }
       {
         absl::MutexLock lock(&mu_);
-        const bool room = static_cast<int>(idle_.size() + draining_.size()) <
-                          options_.max_idle_per_key;
-        if (room && generation == health_->generation(device_)) {
-          if (pending) {
-            draining_.push_back(Entry{handle, generation});
-          } else {
-            idle_.push_back(Entry{handle, generation});
-          }
+        if (closed_ || ProcessIsExiting() ||
+            generation != health_->generation(device_)) {
+          ForgetLocked(lease_id, generation);
           return;
         }
-        if (room) {  // the device was poisoned while we validated
-          --live_;
-          ++stats_.dropped;
+        FinishLeaseLocked(lease_id);
+        if (static_cast<int>(idle_.size() + draining_.size()) <
+            options_.max_idle_per_key) {
+          if (query.ok()) {
+            idle_.push_back(Entry{handle, generation});
+          } else {
+            draining_.push_back(Entry{handle, generation});
+          }
           return;
         }
       }
@@ -520,6 +535,7 @@ class KeyedPool {
       {
         absl::MutexLock lock(&mu_);
         closed_ = true;
+        closed_flag_.store(true, std::memory_order_release);
         handles.swap(idle_);
         handles.insert(handles.end(), draining_.begin(), draining_.end());
         draining_.clear();
@@ -623,8 +639,8 @@ class KeyedPool {
              live_ < options_.max_live_per_key;
     }
 
-    Lease MakeLeaseLocked(void* handle, uint64_t generation,
-                          SourceLocation where, bool reused)
+    // Counts a lease about to be handed out and records its site.
+    uint64_t ReserveLeaseLocked(SourceLocation where, bool reused)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const uint64_t lease_id = lease_prefix_ | ++lease_sequence_;
       ++stats_.acquired;
@@ -632,6 +648,39 @@ class KeyedPool {
       ++in_use_;
       if (in_use_ > stats_.peak_in_use) stats_.peak_in_use = in_use_;
       if (options_.track_lease_sites) sites_.emplace(lease_id, where);
+      return lease_id;
+    }
+
+    // A reserved lease whose handle failed validation: it was never out.
+    void UndoReservationLocked(uint64_t lease_id)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      --stats_.acquired;
+      --stats_.reused;
+      FinishLeaseLocked(lease_id);
+    }
+
+    // A lease came back (its handle is accounted separately).
+    void FinishLeaseLocked(uint64_t lease_id)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      --in_use_;
+      if (options_.track_lease_sites) sites_.erase(lease_id);
+    }
+
+    // A lease came back but its handle must not reach the runtime: leaked
+    // (pool closed, process exiting) or dropped (dead device generation).
+    void ForgetLocked(uint64_t lease_id, uint64_t generation)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      FinishLeaseLocked(lease_id);
+      --live_;
+      if (closed_ || ProcessIsExiting()) {
+        ++stats_.leaked;
+      } else {
+        ++stats_.dropped;
+      }
+      (void)generation;
+    }
+
+    Lease MakeLease(void* handle, uint64_t lease_id, uint64_t generation) {
       return Lease(this->shared_from_this(), handle, lease_id, generation);
     }
 
@@ -697,6 +746,8 @@ class KeyedPool {
     uint64_t lease_sequence_ ABSL_GUARDED_BY(mu_) = 0;
     uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
     bool closed_ ABSL_GUARDED_BY(mu_) = false;
+    // closed_, readable without the lock for Return's fast screening.
+    std::atomic<bool> closed_flag_{false};
     PoolStats stats_ ABSL_GUARDED_BY(mu_);
     absl::flat_hash_map<uint64_t, SourceLocation> sites_ ABSL_GUARDED_BY(mu_);
   };
@@ -705,6 +756,10 @@ class KeyedPool {
     mutable absl::Mutex mu;
     absl::flat_hash_map<Config, std::shared_ptr<Shard>> shards
         ABSL_GUARDED_BY(mu);
+    // The shard used last on this device: most clients use one or two
+    // configs, so the hot path usually finds its shard without a lock or a
+    // hash. Shards live as long as the pool, so the pointer stays valid.
+    std::atomic<Shard*> recent{nullptr};
   };
 
   bool Forked() const { return ForkEpoch() != fork_epoch_; }
@@ -728,18 +783,25 @@ class KeyedPool {
 
   Shard* GetOrCreateShard(int device, const Config& config) {
     DeviceSlot& slot = *slots_[device];
+    Shard* recent = slot.recent.load(std::memory_order_acquire);
+    if (recent != nullptr && recent->config_value() == config) return recent;
+    Shard* shard = nullptr;
     {
       absl::ReaderMutexLock lock(&slot.mu);
       auto it = slot.shards.find(config);
-      if (it != slot.shards.end()) return it->second.get();
+      if (it != slot.shards.end()) shard = it->second.get();
     }
-    absl::MutexLock lock(&slot.mu);
-    auto [it, inserted] = slot.shards.try_emplace(config);
-    if (inserted) {
-      it->second = std::make_shared<Shard>(&backend_, health_, options_,
-                                           device, config, fork_epoch_);
+    if (shard == nullptr) {
+      absl::MutexLock lock(&slot.mu);
+      auto [it, inserted] = slot.shards.try_emplace(config);
+      if (inserted) {
+        it->second = std::make_shared<Shard>(&backend_, health_, options_,
+                                             device, config, fork_epoch_);
+      }
+      shard = it->second.get();
     }
-    return it->second.get();
+    slot.recent.store(shard, std::memory_order_release);
+    return shard;
   }
 
   std::shared_ptr<Shard> FindShard(int device, const Config& config) const {

@@ -41,8 +41,15 @@ struct StreamKind {
       }
     } else if (*capture != CaptureStatus::kNone) {
       absl::Status ended = backend.EndCapture(device, stream);
-      if (FaultOf(ended) == Fault::kDevice || FaultOf(ended) == Fault::kShutdown) {
+      if (FaultOf(ended) == Fault::kDevice ||
+          FaultOf(ended) == Fault::kShutdown) {
         return CheckFor(ended);
+      }
+      if (!ended.ok()) {
+        // Still capturing (CUDA: only the thread that began a global or
+        // thread-local capture may end it, else cudaErrorStreamCaptureWrong-
+        // Thread). Destroying a capturing stream is undefined: leak it.
+        return {Disposition::kLeak, ended};
       }
       return {Disposition::kDestroy,
               absl::FailedPreconditionError("returned while capturing")};
