@@ -7,9 +7,9 @@
 //   * a sticky fault (kDevice) poisons the device, and every other class does
 //     not;
 //   * no handle is handed out twice, and every handle handed out is live;
-//   * no runtime call names a device after its sticky fault (the backend
-//     wrapper below sees every call) and no handle is used after its destroy
-//     (SimBackend's misuse detection, fatal via StrictSimOptions);
+//   * no runtime call names a device after its sticky fault (CheckingBackend,
+//     tests/checking_backend.h, sees every call) and no handle is used after
+//     its destroy (SimBackend's misuse detection, fatal via StrictSimOptions);
 //   * nothing leaks: after the pools are destroyed the simulator holds exactly
 //     the handles the fault class allows to leak (kShutdown: leak quietly;
 //     memory whose safety can no longer be proven), nothing on other devices;
@@ -20,6 +20,8 @@
 // unless every cell was exercised (the injected fault was consumed by that
 // path) and held every invariant.
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,12 +60,13 @@
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "src/core/process_state.h"
+#include "tests/checking_backend.h"
 #include "tests/test_util.h"
 
 namespace gpupool {
 namespace {
 
-using ::gpupool::testing::GetStatus;
+using ::gpupool::testing::CheckingBackend;
 using ::gpupool::testing::StrictSimOptions;
 
 constexpr int kDevices = 3;
@@ -96,144 +99,6 @@ absl::StatusCode InjectedCode(Fault fault) {
 // consumed them: the cell's own fault, or one a scenario queued as setup.
 constexpr absl::string_view kCellMarker = "fault-matrix cell fault";
 constexpr absl::string_view kSetupMarker = "fault-matrix setup fault";
-
-// ---------------------------------------------------------------------------
-// A Backend that forwards to SimBackend and watches every call.
-// ---------------------------------------------------------------------------
-
-// Models the stickiness of a real kDevice error: the moment the cell's
-// kDevice fault is returned, the simulated device is poisoned too, so every
-// later call on it fails and its handles are exempt from leak checks. Any
-// call that names a poisoned device is recorded as a violation: after a
-// sticky error the pools must drop the device's handles without a call.
-class CheckingBackend final : public Backend {
- public:
-  explicit CheckingBackend(SimBackend& sim) : sim_(sim) {}
-
-  std::string_view name() const override { return "sim (fault matrix)"; }
-  absl::StatusOr<int> DeviceCount() override {
-    return Call(SimOp::kDeviceCount, -1, [&] { return sim_.DeviceCount(); });
-  }
-  absl::StatusOr<int> GetCurrentDevice() override {
-    return Call(SimOp::kGetCurrentDevice, -1,
-                [&] { return sim_.GetCurrentDevice(); });
-  }
-  absl::Status SetCurrentDevice(int device) override {
-    return Call(SimOp::kSetCurrentDevice, device,
-                [&] { return sim_.SetCurrentDevice(device); });
-  }
-  absl::StatusOr<NativeStream> CreateStream(
-      int device, const StreamConfig& config) override {
-    return Call(SimOp::kStreamCreate, device,
-                [&] { return sim_.CreateStream(device, config); });
-  }
-  absl::Status DestroyStream(int device, NativeStream stream) override {
-    return Call(SimOp::kStreamDestroy, device,
-                [&] { return sim_.DestroyStream(device, stream); });
-  }
-  absl::Status QueryStream(int device, NativeStream stream) override {
-    return Call(SimOp::kStreamQuery, device,
-                [&] { return sim_.QueryStream(device, stream); });
-  }
-  absl::Status SynchronizeStream(int device, NativeStream stream) override {
-    return Call(SimOp::kStreamSynchronize, device,
-                [&] { return sim_.SynchronizeStream(device, stream); });
-  }
-  absl::StatusOr<CaptureStatus> GetCaptureStatus(
-      int device, NativeStream stream) override {
-    return Call(SimOp::kCaptureStatus, device,
-                [&] { return sim_.GetCaptureStatus(device, stream); });
-  }
-  absl::Status EndCapture(int device, NativeStream stream) override {
-    return Call(SimOp::kEndCapture, device,
-                [&] { return sim_.EndCapture(device, stream); });
-  }
-  absl::Status ResetStreamAttributes(int device,
-                                     NativeStream stream) override {
-    return Call(SimOp::kResetAttributes, device,
-                [&] { return sim_.ResetStreamAttributes(device, stream); });
-  }
-  absl::Status StreamWaitEvent(int device, NativeStream stream,
-                               NativeEvent event) override {
-    return Call(SimOp::kStreamWaitEvent, device,
-                [&] { return sim_.StreamWaitEvent(device, stream, event); });
-  }
-  absl::StatusOr<NativeEvent> CreateEvent(int device,
-                                          const EventConfig& config) override {
-    return Call(SimOp::kEventCreate, device,
-                [&] { return sim_.CreateEvent(device, config); });
-  }
-  absl::Status DestroyEvent(int device, NativeEvent event) override {
-    return Call(SimOp::kEventDestroy, device,
-                [&] { return sim_.DestroyEvent(device, event); });
-  }
-  absl::Status RecordEvent(int device, NativeEvent event,
-                           NativeStream stream) override {
-    return Call(SimOp::kEventRecord, device,
-                [&] { return sim_.RecordEvent(device, event, stream); });
-  }
-  absl::Status QueryEvent(int device, NativeEvent event) override {
-    return Call(SimOp::kEventQuery, device,
-                [&] { return sim_.QueryEvent(device, event); });
-  }
-  absl::Status SynchronizeEvent(int device, NativeEvent event) override {
-    return Call(SimOp::kEventSynchronize, device,
-                [&] { return sim_.SynchronizeEvent(device, event); });
-  }
-  absl::StatusOr<void*> Allocate(int device, size_t bytes,
-                                 MemoryKind kind) override {
-    return Call(SimOp::kAllocate, device,
-                [&] { return sim_.Allocate(device, bytes, kind); });
-  }
-  absl::Status Free(int device, void* ptr, MemoryKind kind) override {
-    return Call(SimOp::kFree, device,
-                [&] { return sim_.Free(device, ptr, kind); });
-  }
-  absl::StatusOr<MemoryInfo> GetMemoryInfo(int device) override {
-    return Call(SimOp::kMemoryInfo, device,
-                [&] { return sim_.GetMemoryInfo(device); });
-  }
-
-  int cell_faults() const { return cell_faults_.load(); }
-  int setup_faults() const { return setup_faults_.load(); }
-  // Which op consumed the cell's fault (to name it in messages).
-  std::vector<std::string> violations() const {
-    absl::MutexLock lock(&mu_);
-    return violations_;
-  }
-
- private:
-  template <typename Fn>
-  auto Call(SimOp op, int device, Fn fn) -> decltype(fn()) {
-    const bool valid = device >= 0 && device < kDevices;
-    const bool poisoned = valid && sim_.is_poisoned(device);
-    if (poisoned) {
-      absl::MutexLock lock(&mu_);
-      violations_.push_back(absl::StrCat(SimOpName(op), " called on device ",
-                                         device, " after its sticky fault"));
-    }
-    auto result = fn();
-    const absl::Status& status = GetStatus(result);
-    // A poisoned device returns the cell's sticky status again: count the
-    // injection only where it was consumed.
-    if (poisoned) return result;
-    if (absl::StrContains(status.message(), kCellMarker)) {
-      cell_faults_.fetch_add(1);
-      if (valid && FaultOf(status) == Fault::kDevice) {
-        sim_.PoisonDevice(device, status);
-      }
-    } else if (absl::StrContains(status.message(), kSetupMarker)) {
-      setup_faults_.fetch_add(1);
-    }
-    return result;
-  }
-
-  SimBackend& sim_;
-  std::atomic<int> cell_faults_{0};
-  std::atomic<int> setup_faults_{0};
-  mutable absl::Mutex mu_;
-  std::vector<std::string> violations_ ABSL_GUARDED_BY(mu_);
-};
 
 // ---------------------------------------------------------------------------
 // Expectations
@@ -448,7 +313,12 @@ struct Scenario {
 // sharing one DeviceHealth, and the leases the scenario holds.
 class Harness {
  public:
-  Harness() : sim(StrictSimOptions(kDevices)), backend(sim) {}
+  Harness()
+      : sim(StrictSimOptions(kDevices)),
+        backend(sim, {std::string(kCellMarker), std::string(kSetupMarker)}) {}
+
+  int cell_faults() const { return backend.marker_count(0); }
+  int setup_faults() const { return backend.marker_count(1); }
 
   void BuildPools(const Scenario& scenario) {
     health = std::make_shared<DeviceHealth>(kDevices);
@@ -634,38 +504,46 @@ std::vector<Scenario> Scenarios() {
   };
 
   // --- StreamPool ------------------------------------------------------------
-  add(Path::kStreamConstruct, SimOp::kDeviceCount,
+  add(
+      Path::kStreamConstruct, SimOp::kDeviceCount,
       "pool built while DeviceCount fails; Acquire reports it", nothing,
       [](Harness& h) { return h.streams->Acquire(kTarget).status(); },
       Passthrough())
       .inject_before_pools = true;
-  add(Path::kStreamAcquire, SimOp::kStreamCreate, "Acquire on an empty pool",
+  add(
+      Path::kStreamAcquire, SimOp::kStreamCreate, "Acquire on an empty pool",
       nothing, [](Harness& h) { return h.AcquireStream(kTarget); },
       Passthrough());
-  add(Path::kStreamPrewarm, SimOp::kStreamCreate, "Prewarm(2)", nothing,
+  add(
+      Path::kStreamPrewarm, SimOp::kStreamCreate, "Prewarm(2)", nothing,
       [](Harness& h) { return h.streams->Prewarm(kTarget, {}, 2); },
       Passthrough());
-  add(Path::kStreamPrewarmAsync, SimOp::kStreamCreate,
-      "PrewarmAsync(2).Wait()", nothing,
+  add(
+      Path::kStreamPrewarmAsync, SimOp::kStreamCreate, "PrewarmAsync(2).Wait()",
+      nothing,
       [](Harness& h) { return h.streams->PrewarmAsync(kTarget, {}, 2).Wait(); },
       Passthrough());
-  add(Path::kStreamValidate, SimOp::kStreamQuery,
+  add(
+      Path::kStreamValidate, SimOp::kStreamQuery,
       "Acquire validates an idle stream (2 idle)",
       [](Harness& h) { (void)h.streams->Prewarm(kTarget, {}, 2); },
       [](Harness& h) { return h.AcquireStream(kTarget); },
       Recovers(/*shutdown=*/kOneStream));
-  add(Path::kStreamDrain, SimOp::kStreamQuery,
+  add(
+      Path::kStreamDrain, SimOp::kStreamQuery,
       "Acquire checks a drained stream", TwoDrainedStreams,
       [](Harness& h) { return h.AcquireStream(kTarget); },
       Recovers(/*shutdown=*/kOneStream));
-  add(Path::kStreamReturn, SimOp::kCaptureStatus, "Release",
+  add(
+      Path::kStreamReturn, SimOp::kCaptureStatus, "Release",
       [](Harness& h) { (void)h.AcquireStream(kTarget); },
       [](Harness& h) {
         h.held_streams[0].Release();
         return absl::OkStatus();
       },
       Silent(/*shutdown=*/kOneStream));
-  add(Path::kStreamReturn, SimOp::kEndCapture, "Release while capturing",
+  add(
+      Path::kStreamReturn, SimOp::kEndCapture, "Release while capturing",
       [](Harness& h) {
         (void)h.AcquireStream(kTarget);
         h.sim.BeginCapture(h.stream(0));
@@ -677,7 +555,8 @@ std::vector<Scenario> Scenarios() {
       // A capture that could not be ended leaves the stream capturing:
       // destroying it is undefined, so the pool leaks it.
       Silent(/*shutdown=*/kOneStream, /*other=*/kOneStream));
-  add(Path::kStreamReturn, SimOp::kResetAttributes,
+  add(
+      Path::kStreamReturn, SimOp::kResetAttributes,
       "Release with a dirty attribute",
       [](Harness& h) {
         (void)h.AcquireStream(kTarget);
@@ -688,21 +567,24 @@ std::vector<Scenario> Scenarios() {
         return absl::OkStatus();
       },
       Silent(/*shutdown=*/kOneStream));
-  add(Path::kStreamReturn, SimOp::kStreamQuery, "Release",
+  add(
+      Path::kStreamReturn, SimOp::kStreamQuery, "Release",
       [](Harness& h) { (void)h.AcquireStream(kTarget); },
       [](Harness& h) {
         h.held_streams[0].Release();
         return absl::OkStatus();
       },
       Silent(/*shutdown=*/kOneStream));
-  add(Path::kStreamReturn, SimOp::kStreamDestroy, "Discard",
+  add(
+      Path::kStreamReturn, SimOp::kStreamDestroy, "Discard",
       [](Harness& h) { (void)h.AcquireStream(kTarget); },
       [](Harness& h) {
         h.held_streams[0].Discard();
         return absl::OkStatus();
       },
       Silent());
-  add(Path::kStreamReturn, SimOp::kStreamDestroy,
+  add(
+      Path::kStreamReturn, SimOp::kStreamDestroy,
       "Release beyond max_idle_per_key",
       [](Harness& h) { (void)h.AcquireStream(kTarget); },
       [](Harness& h) {
@@ -711,81 +593,95 @@ std::vector<Scenario> Scenarios() {
       },
       Silent())
       .pool_options.max_idle_per_key = 0;
-  add(Path::kStreamTrim, SimOp::kStreamDestroy, "Trim() with 3 idle",
+  add(
+      Path::kStreamTrim, SimOp::kStreamDestroy, "Trim() with 3 idle",
       [](Harness& h) { (void)h.streams->Prewarm(kTarget, {}, 3); },
       [](Harness& h) {
         h.streams->Trim();
         return absl::OkStatus();
       },
       Silent());
-  add(Path::kStreamTrim, SimOp::kStreamQuery, "Trim() with 2 drained",
+  add(
+      Path::kStreamTrim, SimOp::kStreamQuery, "Trim() with 2 drained",
       TwoDrainedStreams,
       [](Harness& h) {
         h.streams->Trim();
         return absl::OkStatus();
       },
       Silent(/*shutdown=*/kOneStream));
-  add(Path::kStreamClose, SimOp::kStreamDestroy, "~StreamPool with 3 idle",
+  add(
+      Path::kStreamClose, SimOp::kStreamDestroy, "~StreamPool with 3 idle",
       [](Harness& h) { (void)h.streams->Prewarm(kTarget, {}, 3); },
       [](Harness& h) {
         h.streams.reset();
         return absl::OkStatus();
       },
       Silent());
-  add(Path::kStreamExitDrain, SimOp::kStreamDestroy, "exit with 3 idle",
+  add(
+      Path::kStreamExitDrain, SimOp::kStreamDestroy, "exit with 3 idle",
       [](Harness& h) { (void)h.streams->Prewarm(kTarget, {}, 3); },
       exit_sequence, Silent());
   add(Path::kStreamExitDrain, SimOp::kStreamQuery, "exit with 2 drained",
       TwoDrainedStreams, exit_sequence, Silent(/*shutdown=*/kOneStream));
 
   // --- EventPool -------------------------------------------------------------
-  add(Path::kEventAcquire, SimOp::kEventCreate, "Acquire on an empty pool",
+  add(
+      Path::kEventAcquire, SimOp::kEventCreate, "Acquire on an empty pool",
       nothing, [](Harness& h) { return h.AcquireEvent(kTarget); },
       Passthrough());
-  add(Path::kEventPrewarm, SimOp::kEventCreate, "Prewarm(2)", nothing,
+  add(
+      Path::kEventPrewarm, SimOp::kEventCreate, "Prewarm(2)", nothing,
       [](Harness& h) { return h.events->Prewarm(kTarget, {}, 2); },
       Passthrough());
-  add(Path::kEventPrewarmAsync, SimOp::kEventCreate, "PrewarmAsync(2).Wait()",
+  add(
+      Path::kEventPrewarmAsync, SimOp::kEventCreate, "PrewarmAsync(2).Wait()",
       nothing,
       [](Harness& h) { return h.events->PrewarmAsync(kTarget, {}, 2).Wait(); },
       Passthrough());
-  add(Path::kEventValidate, SimOp::kEventQuery,
+  add(
+      Path::kEventValidate, SimOp::kEventQuery,
       "Acquire validates an idle event (2 idle)",
       [](Harness& h) { (void)h.events->Prewarm(kTarget, {}, 2); },
       [](Harness& h) { return h.AcquireEvent(kTarget); },
       Recovers(/*shutdown=*/kOneEvent));
-  add(Path::kEventDrain, SimOp::kEventQuery, "Acquire checks a drained event",
+  add(
+      Path::kEventDrain, SimOp::kEventQuery, "Acquire checks a drained event",
       TwoDrainedEvents, [](Harness& h) { return h.AcquireEvent(kTarget); },
       Recovers(/*shutdown=*/kOneEvent));
-  add(Path::kEventReturn, SimOp::kEventQuery, "Release",
+  add(
+      Path::kEventReturn, SimOp::kEventQuery, "Release",
       [](Harness& h) { (void)h.AcquireEvent(kTarget); },
       [](Harness& h) {
         h.held_events[0].Release();
         return absl::OkStatus();
       },
       Silent(/*shutdown=*/kOneEvent));
-  add(Path::kEventReturn, SimOp::kEventDestroy, "Discard",
+  add(
+      Path::kEventReturn, SimOp::kEventDestroy, "Discard",
       [](Harness& h) { (void)h.AcquireEvent(kTarget); },
       [](Harness& h) {
         h.held_events[0].Discard();
         return absl::OkStatus();
       },
       Silent());
-  add(Path::kEventTrim, SimOp::kEventDestroy, "Trim() with 3 idle",
+  add(
+      Path::kEventTrim, SimOp::kEventDestroy, "Trim() with 3 idle",
       [](Harness& h) { (void)h.events->Prewarm(kTarget, {}, 3); },
       [](Harness& h) {
         h.events->Trim();
         return absl::OkStatus();
       },
       Silent());
-  add(Path::kEventTrim, SimOp::kEventQuery, "Trim() with 2 drained",
+  add(
+      Path::kEventTrim, SimOp::kEventQuery, "Trim() with 2 drained",
       TwoDrainedEvents,
       [](Harness& h) {
         h.events->Trim();
         return absl::OkStatus();
       },
       Silent(/*shutdown=*/kOneEvent));
-  add(Path::kEventClose, SimOp::kEventDestroy, "~EventPool with 3 idle",
+  add(
+      Path::kEventClose, SimOp::kEventDestroy, "~EventPool with 3 idle",
       [](Harness& h) { (void)h.events->Prewarm(kTarget, {}, 3); },
       [](Harness& h) {
         h.cache.reset();  // the cache must not outlive its event pool
@@ -793,14 +689,17 @@ std::vector<Scenario> Scenarios() {
         return absl::OkStatus();
       },
       Silent());
-  add(Path::kEventExitDrain, SimOp::kEventDestroy, "exit with 3 idle",
+  add(
+      Path::kEventExitDrain, SimOp::kEventDestroy, "exit with 3 idle",
       [](Harness& h) { (void)h.events->Prewarm(kTarget, {}, 3); },
       exit_sequence, Silent());
   add(Path::kEventExitDrain, SimOp::kEventQuery, "exit with 2 drained",
       TwoDrainedEvents, exit_sequence, Silent(/*shutdown=*/kOneEvent));
 
-  // --- AllocationCache ---------------------------------------------------------
-  add(Path::kCacheAllocate, SimOp::kAllocate, "Allocate, cache empty", nothing,
+  // --- AllocationCache
+  // ---------------------------------------------------------
+  add(
+      Path::kCacheAllocate, SimOp::kAllocate, "Allocate, cache empty", nothing,
       [](Harness& h) { return h.Allocate(kTarget, kSmall); },
       CacheAllocation());
   // A block released on stream 0 is offered to a request on stream 1.
@@ -809,14 +708,16 @@ std::vector<Scenario> Scenarios() {
     (void)h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(0));
     h.held_allocations[0].Release();
   };
-  add(Path::kCacheAllocate, SimOp::kEventQuery,
+  add(
+      Path::kCacheAllocate, SimOp::kEventQuery,
       "Allocate on stream B checks a block released on stream A",
       pending_on_other_stream,
       [](Harness& h) {
         return h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(1));
       },
       Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheAllocate, SimOp::kStreamWaitEvent,
+  add(
+      Path::kCacheAllocate, SimOp::kStreamWaitEvent,
       "Allocate on stream B waits on a block released on stream A",
       pending_on_other_stream,
       [](Harness& h) {
@@ -834,12 +735,14 @@ std::vector<Scenario> Scenarios() {
     h.held_allocations[0].Release();
     h.sim.CompleteAllWork();
   };
-  add(Path::kCacheAllocate, SimOp::kFree,
+  add(
+      Path::kCacheAllocate, SimOp::kFree,
       "Allocate frees a retired block whose work completed", one_retiring,
       [](Harness& h) { return h.Allocate(kTarget, kSmall); },
       Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
       .cache_options.max_cached_bytes = 0;
-  add(Path::kCacheAllocate, SimOp::kEventQuery,
+  add(
+      Path::kCacheAllocate, SimOp::kEventQuery,
       "Allocate polls a retired block", one_retiring,
       [](Harness& h) { return h.Allocate(kTarget, kSmall); },
       Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
@@ -859,7 +762,8 @@ std::vector<Scenario> Scenarios() {
   add(Path::kCacheRelease, SimOp::kEventRecord,
       "Release records the ready event", one_on_stream, release_first,
       Silent(/*shutdown=*/kOneAllocation));
-  add(Path::kCacheRelease, SimOp::kStreamSynchronize,
+  add(
+      Path::kCacheRelease, SimOp::kStreamSynchronize,
       "Release falls back to synchronizing when the record failed",
       [=](Harness& h) {
         one_on_stream(h);
@@ -868,18 +772,19 @@ std::vector<Scenario> Scenarios() {
       release_first,
       // The stream's work may still touch the block: never reuse or free it.
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheRelease, SimOp::kFree,
+  add(
+      Path::kCacheRelease, SimOp::kFree,
       "Release of an uncached (oversized) block frees it",
       [](Harness& h) { (void)h.Allocate(kTarget, 4 * kLarge); }, release_first,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
       .cache_options.max_cached_block_bytes = kLarge;
-  add(Path::kCacheRelease, SimOp::kEventQuery,
-      "Release polls a retired block",
+  add(
+      Path::kCacheRelease, SimOp::kEventQuery, "Release polls a retired block",
       [=](Harness& h) {
         (void)h.AcquireStream(kTarget);
         (void)h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(0));
         h.sim.SubmitWork(h.stream(0), absl::InfiniteDuration());
-        h.held_allocations[0].Release();  // retires: nothing is cached
+        h.held_allocations[0].Release();    // retires: nothing is cached
         (void)h.Allocate(kTarget, kSmall);  // polls it: still pending
         h.sim.CompleteAllWork();
       },
@@ -891,43 +796,51 @@ std::vector<Scenario> Scenarios() {
       .cache_options.max_cached_bytes = 0;
 
   auto trim = [](Harness& h) { return h.cache->Trim(kTarget); };
-  add(Path::kCacheTrim, SimOp::kFree, "Trim with 2 idle blocks",
+  add(
+      Path::kCacheTrim, SimOp::kFree, "Trim with 2 idle blocks",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/false); }, trim,
       Passthrough(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheTrim, SimOp::kEventQuery, "Trim with 2 released blocks",
+  add(
+      Path::kCacheTrim, SimOp::kEventQuery, "Trim with 2 released blocks",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/true); }, trim,
       AlwaysOk(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheTrim, SimOp::kEventSynchronize,
+  add(
+      Path::kCacheTrim, SimOp::kEventSynchronize,
       "Trim waits for 2 blocks with pending work",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/true, kShortWork); },
       trim, AlwaysOk(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
 
   // The first Allocate fails with out-of-memory (setup); the chain runs.
   auto oom = [](Harness& h) { return h.Allocate(kTarget, kSmall); };
-  add(Path::kCacheOomChain, SimOp::kAllocate, "the retry after trimming",
+  add(
+      Path::kCacheOomChain, SimOp::kAllocate, "the retry after trimming",
       [](Harness& h) {
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
       oom, OomRetry());
-  add(Path::kCacheOomChain, SimOp::kMemoryInfo, "GetMemoryInfo for the numbers",
+  add(
+      Path::kCacheOomChain, SimOp::kMemoryInfo, "GetMemoryInfo for the numbers",
       [](Harness& h) {
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
       oom, Recovers());
-  add(Path::kCacheOomChain, SimOp::kFree, "freeing 2 idle cached blocks",
+  add(
+      Path::kCacheOomChain, SimOp::kFree, "freeing 2 idle cached blocks",
       [](Harness& h) {
         TwoCachedBlocks(h, /*on_stream=*/false);
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
       oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheOomChain, SimOp::kEventQuery,
+  add(
+      Path::kCacheOomChain, SimOp::kEventQuery,
       "checking 2 released cached blocks",
       [](Harness& h) {
         TwoCachedBlocks(h, /*on_stream=*/true);
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
       oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheOomChain, SimOp::kEventSynchronize,
+  add(
+      Path::kCacheOomChain, SimOp::kEventSynchronize,
       "waiting for 2 cached blocks with pending work",
       [](Harness& h) {
         TwoCachedBlocks(h, /*on_stream=*/true, kShortWork);
@@ -935,19 +848,22 @@ std::vector<Scenario> Scenarios() {
       },
       oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
 
-  add(Path::kCacheStable, SimOp::kAllocate, "AcquireStable, first call",
+  add(
+      Path::kCacheStable, SimOp::kAllocate, "AcquireStable, first call",
       nothing,
       [](Harness& h) {
         return h.cache->AcquireStable("matrix", kTarget, kSmall).status();
       },
       CacheAllocation());
-  add(Path::kCacheStable, SimOp::kFree, "ReleaseStable",
+  add(
+      Path::kCacheStable, SimOp::kFree, "ReleaseStable",
       [](Harness& h) {
         (void)h.cache->AcquireStable("matrix", kTarget, kSmall);
       },
       [](Harness& h) { return h.cache->ReleaseStable("matrix", kTarget); },
       Passthrough(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheStable, SimOp::kFree, "AcquireStable grows (frees the old)",
+  add(
+      Path::kCacheStable, SimOp::kFree, "AcquireStable grows (frees the old)",
       [](Harness& h) {
         (void)h.cache->AcquireStable("matrix", kTarget, kSmall);
       },
@@ -960,14 +876,17 @@ std::vector<Scenario> Scenarios() {
     h.cache.reset();
     return absl::OkStatus();
   };
-  add(Path::kCacheClose, SimOp::kFree, "~AllocationCache with 2 idle blocks",
+  add(
+      Path::kCacheClose, SimOp::kFree, "~AllocationCache with 2 idle blocks",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/false); }, close_cache,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheClose, SimOp::kEventQuery,
+  add(
+      Path::kCacheClose, SimOp::kEventQuery,
       "~AllocationCache with 2 released blocks",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/true); }, close_cache,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheClose, SimOp::kEventSynchronize,
+  add(
+      Path::kCacheClose, SimOp::kEventSynchronize,
       "~AllocationCache with 2 blocks with pending work",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/true, kShortWork); },
       close_cache,
@@ -976,18 +895,21 @@ std::vector<Scenario> Scenarios() {
   auto release_streams = [](Harness& h) {
     for (PooledStream& stream : h.held_streams) stream.Release();
   };
-  add(Path::kCacheExitDrain, SimOp::kFree, "exit with 2 idle blocks",
+  add(
+      Path::kCacheExitDrain, SimOp::kFree, "exit with 2 idle blocks",
       [](Harness& h) { TwoCachedBlocks(h, /*on_stream=*/false); },
       exit_sequence,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheExitDrain, SimOp::kEventQuery, "exit with 2 released blocks",
+  add(
+      Path::kCacheExitDrain, SimOp::kEventQuery, "exit with 2 released blocks",
       [=](Harness& h) {
         TwoCachedBlocks(h, /*on_stream=*/true);
         release_streams(h);
       },
       exit_sequence,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
-  add(Path::kCacheExitDrain, SimOp::kEventSynchronize,
+  add(
+      Path::kCacheExitDrain, SimOp::kEventSynchronize,
       "exit with 2 blocks with pending work",
       [=](Harness& h) {
         TwoCachedBlocks(h, /*on_stream=*/true, kShortWork);
@@ -1003,9 +925,8 @@ std::vector<Scenario> Scenarios() {
 // ---------------------------------------------------------------------------
 
 std::string CellName(const Scenario& scenario, Fault fault) {
-  return absl::StrCat(PathName(scenario.path), " x ",
-                      SimOpName(scenario.op), " x ", FaultName(fault), " (",
-                      scenario.what, ")");
+  return absl::StrCat(PathName(scenario.path), " x ", SimOpName(scenario.op),
+                      " x ", FaultName(fault), " (", scenario.what, ")");
 }
 
 // After the fault: device kOther serves every pool; the target device serves
@@ -1068,7 +989,7 @@ CellResult RunCellHere(const Scenario& scenario, Fault fault) {
   scenario.setup(h);
   if (!h.errors.empty()) return {false, h.errors};
   if (!scenario.inject_before_pools) {
-    if (h.backend.cell_faults() != 0) h.Error("setup consumed the fault");
+    if (h.cell_faults() != 0) h.Error("setup consumed the fault");
     inject();
   }
 
@@ -1077,12 +998,12 @@ CellResult RunCellHere(const Scenario& scenario, Fault fault) {
   const bool exit_path = IsExitDrain(scenario.path);
 
   CellResult result;
-  result.exercised = h.backend.cell_faults() == 1;
+  result.exercised = h.cell_faults() == 1;
   if (!result.exercised) {
-    h.Error(absl::StrCat("the path consumed ", h.backend.cell_faults(),
+    h.Error(absl::StrCat("the path consumed ", h.cell_faults(),
                          " injected faults, want exactly 1"));
   }
-  if (h.backend.setup_faults() != h.setup_injections) {
+  if (h.setup_faults() != h.setup_injections) {
     h.Error("a setup fault was not consumed");
   }
   if (want.code.has_value() && status.code() != *want.code) {
@@ -1154,7 +1075,6 @@ CellResult RunCellInChild(const Scenario& scenario, Fault fault) {
   const pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
-    alarm(60);  // a deadlock ends as SIGALRM, not a hung test
     CellResult result = RunCellHere(scenario, fault);
     std::string out = absl::StrCat(result.exercised ? "1" : "0", "\n",
                                    absl::StrJoin(result.errors, "\n"));
@@ -1168,17 +1088,28 @@ CellResult RunCellInChild(const Scenario& scenario, Fault fault) {
     _exit(0);
   }
   close(fds[1]);
+  // The watchdog is ours: a child can hang inside fork() itself, before any
+  // code of its own runs.
   std::string in;
   char buffer[4096];
-  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) {
+  for (int waited_ms = 0;;) {
+    pollfd ready{fds[0], POLLIN, 0};
+    if (poll(&ready, 1, 100) == 0) {
+      waited_ms += 100;
+      if (waited_ms < 60000) continue;
+      kill(pid, SIGKILL);
+      break;
+    }
+    const ssize_t n = read(fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
     in.append(buffer, static_cast<size_t>(n));
   }
   close(fds[0]);
   int wait_status = 0;
   waitpid(pid, &wait_status, 0);
   if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    return {false, {absl::StrCat("child died (wait status ", wait_status,
-                                 ")")}};
+    return {false,
+            {absl::StrCat("child died (wait status ", wait_status, ")")}};
   }
   std::vector<std::string> lines = absl::StrSplit(in, '\n');
   CellResult result;
@@ -1200,8 +1131,9 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
   }
   int total = 0;
   int exercised = 0;
-  std::printf("fault matrix: path x op        R=kResource D=kDevice "
-              "O=kOutOfMemory S=kShutdown C=kCaller\n");
+  std::printf(
+      "fault matrix: path x op        R=kResource D=kDevice "
+      "O=kOutOfMemory S=kShutdown C=kCaller\n");
   for (const auto& [key, drivers] : keys) {
     std::string row;
     for (Fault fault : kFaults) {
@@ -1209,8 +1141,8 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
       bool cell_ok = true;
       for (const Scenario* scenario : drivers) {
         CellResult result = IsExitDrain(scenario->path)
-                                 ? RunCellInChild(*scenario, fault)
-                                 : RunCellHere(*scenario, fault);
+                                ? RunCellInChild(*scenario, fault)
+                                : RunCellHere(*scenario, fault);
         for (const std::string& error : result.errors) {
           ADD_FAILURE() << CellName(*scenario, fault) << ": " << error;
         }
@@ -1222,10 +1154,10 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
     std::printf("  %-28s %-18s%s\n", PathName(key.first).c_str(),
                 std::string(SimOpName(key.second)).c_str(), row.c_str());
   }
-  std::printf("fault matrix coverage: %d/%d cells exercised (%zu path x op "
-              "pairs x %zu fault classes, %zu scenarios)\n",
-              exercised, total, keys.size(), std::size(kFaults),
-              scenarios.size());
+  std::printf(
+      "fault matrix coverage: %d/%d cells exercised (%zu path x op "
+      "pairs x %zu fault classes, %zu scenarios)\n",
+      exercised, total, keys.size(), std::size(kFaults), scenarios.size());
   std::fflush(stdout);
   EXPECT_EQ(exercised, total);
   EXPECT_EQ(total, static_cast<int>(keys.size() * std::size(kFaults)));
@@ -1315,7 +1247,8 @@ TEST(FaultMatrixRegressionTest, CacheBatchReleaseStopsWaitingAfterStickyFault) {
 
 // Allocate went on to a runtime allocation after polling a retired block had
 // poisoned the device.
-TEST(FaultMatrixRegressionTest, AllocateDoesNotAllocateOnADeviceItJustPoisoned) {
+TEST(FaultMatrixRegressionTest,
+     AllocateDoesNotAllocateOnADeviceItJustPoisoned) {
   SimBackend sim(StrictSimOptions(1));
   {
     EventPool events(sim);
@@ -1348,10 +1281,9 @@ TEST(FaultMatrixRegressionTest, StreamWaitStickyFaultIsNotFollowedByAQuery) {
     ASSERT_TRUE(cache.Allocate(0, kSmall, MemoryKind::kDevice, *a).ok());
     const int64_t queries = sim.calls(SimOp::kEventQuery);
     sim.FailNext(SimOp::kStreamWaitEvent, StickyFault(), 0);
-    EXPECT_EQ(cache.Allocate(0, kSmall, MemoryKind::kDevice, *b)
-                  .status()
-                  .code(),
-              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(
+        cache.Allocate(0, kSmall, MemoryKind::kDevice, *b).status().code(),
+        absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(sim.calls(SimOp::kEventQuery), queries);
     sim.PoisonDevice(0, StickyFault());
   }

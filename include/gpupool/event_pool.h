@@ -84,6 +84,7 @@ class EventPool {
   PrewarmTicket PrewarmAsync(int device, const EventConfig& config,
                              int count);
   void Trim();
+  // Idle events of `device` only; no-op for an out-of-range device.
   void Trim(int device);
 
   EventPoolStats GetStats() const;

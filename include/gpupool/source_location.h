@@ -20,7 +20,9 @@ class SourceLocation {
       const char* file = "unknown", uint32_t line = 0
 #endif
   ) {
-    return SourceLocation(file, line);
+    // An explicit nullptr file would crash every leak report that prints or
+    // compares it; keep the site, lose only the name.
+    return SourceLocation(file != nullptr ? file : "unknown", line);
   }
   // The site gpupool itself uses for leases it holds on its own behalf (the
   // ready events the allocation cache keeps with cached blocks): listed as

@@ -124,7 +124,7 @@ class StreamPool {
 
   // Destroys every idle stream (and drained ones whose work finished).
   void Trim();
-  // Destroys idle streams of `device` only.
+  // Destroys idle streams of `device` only; no-op for an out-of-range one.
   void Trim(int device);
 
   StreamPoolStats GetStats() const;

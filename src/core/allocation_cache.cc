@@ -98,6 +98,10 @@ class AllocationCacheCore
     // lists may be half-updated: touch nothing in a child.
     if (Forked()) {
       for (auto& shard : shards_) shard.release();  // NOLINT: deliberate leak
+      // Nor destroy the health's mutexes: ~absl::Mutex takes Abseil's
+      // process-wide deadlock-detection lock, which a parent thread may have
+      // held at fork time (this runs when a lease outlived its cache).
+      new std::shared_ptr<DeviceHealth>(health_);  // NOLINT: deliberate leak
     }
   }
 

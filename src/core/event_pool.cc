@@ -52,7 +52,12 @@ PrewarmTicket EventPool::PrewarmAsync(int device, const EventConfig& config,
 }
 
 void EventPool::Trim() { impl_->Trim(-1); }
-void EventPool::Trim(int device) { impl_->Trim(device); }
+void EventPool::Trim(int device) {
+  // The engine reads a negative device as "every device"; from a caller it
+  // is out of range, and trimming an out-of-range device is a no-op.
+  if (device < 0) return;
+  impl_->Trim(device);
+}
 EventPoolStats EventPool::GetStats() const { return impl_->GetStats(); }
 EventPoolStats EventPool::GetStats(int device,
                                      const EventConfig& config) const {

@@ -146,7 +146,13 @@ class KeyedPool {
       // drain must go: it would run on this freed pool at the child's exit.
       UnregisterExitDrain(exit_registration_);
       for (auto& slot : slots_) slot.release();  // NOLINT: deliberate leak
-      for (std::thread& t : prewarm_threads_) t.detach();
+      // Not even a mutex may be destroyed here: ~absl::Mutex takes Abseil's
+      // process-wide deadlock-detection lock (Debian builds it with
+      // NDEBUG unset), which a parent thread may have held at fork time.
+      // So the prewarm state (its mutex, and threads that do not exist in
+      // the child) and a reference to the health (its mutexes) are leaked.
+      prewarm_.release();                                     // NOLINT: leak
+      new std::shared_ptr<DeviceHealth>(std::move(health_));  // NOLINT: leak
       return;
     }
     UnregisterExitDrain(exit_registration_);
@@ -186,16 +192,19 @@ class KeyedPool {
                         "Prewarm count must be >= 0, got ", count))
                   : UsableShard(device, config);
     if (!shard.ok()) {
-      state->Finish(shard.status());
+      state->FinishUnshared(shard.status());  // no lock: maybe a forked child
+      // In a fork()ed child not even the ticket's mutex may be destroyed
+      // (see ~KeyedPool): keep its state for good.
+      if (Forked()) new std::shared_ptr<PrewarmState>(state);  // NOLINT: leak
       return ticket;
     }
     std::shared_ptr<Shard> owned = (*shard)->shared_from_this();
-    absl::MutexLock lock(&prewarm_mu_);
-    if (prewarm_stopped_) {
+    absl::MutexLock lock(&prewarm_->mu);
+    if (prewarm_->stopped) {
       state->Finish(ExitingError());
       return ticket;
     }
-    prewarm_threads_.emplace_back([this, owned, state, count] {
+    prewarm_->threads.emplace_back([this, owned, state, count] {
       state->Finish(owned->Prewarm(count, &stop_prewarm_));
     });
     return ticket;
@@ -392,8 +401,14 @@ class KeyedPool {
 
     void Return(void* handle, uint64_t lease_id, uint64_t generation,
                 bool discard) override {
-      // A forked child must take no lock and make no runtime call.
-      if (ForkEpoch() != fork_epoch_) return;
+      // A forked child must take no lock and make no runtime call. Nor may
+      // it destroy this shard (the lease may hold the last reference, its
+      // pool gone): ~absl::Mutex takes a process-wide lock that a parent
+      // thread may have held at fork time. Keep it alive for good.
+      if (ForkEpoch() != fork_epoch_) {
+        new std::shared_ptr<Shard>(this->shared_from_this());  // NOLINT: leak
+        return;
+      }
       // Screened without the lock (re-checked under it below): after the
       // pool was destroyed (closed) or exit began, never touch the runtime;
       // a handle of an older generation belongs to a dead context.
@@ -829,9 +844,9 @@ class KeyedPool {
   void StopPrewarms() {
     std::vector<std::thread> threads;
     {
-      absl::MutexLock lock(&prewarm_mu_);
-      prewarm_stopped_ = true;
-      threads.swap(prewarm_threads_);
+      absl::MutexLock lock(&prewarm_->mu);
+      prewarm_->stopped = true;
+      threads.swap(prewarm_->threads);
     }
     stop_prewarm_.store(true, std::memory_order_release);
     for (std::thread& t : threads) t.join();
@@ -853,9 +868,14 @@ class KeyedPool {
   std::vector<std::unique_ptr<DeviceSlot>> slots_;
   uint64_t exit_registration_ = 0;
 
-  absl::Mutex prewarm_mu_;
-  std::vector<std::thread> prewarm_threads_ ABSL_GUARDED_BY(prewarm_mu_);
-  bool prewarm_stopped_ ABSL_GUARDED_BY(prewarm_mu_) = false;
+  // Background prewarms. On the heap so that a fork()ed child can leak it
+  // (see the destructor).
+  struct PrewarmThreads {
+    absl::Mutex mu;
+    std::vector<std::thread> threads ABSL_GUARDED_BY(mu);
+    bool stopped ABSL_GUARDED_BY(mu) = false;
+  };
+  std::unique_ptr<PrewarmThreads> prewarm_ = std::make_unique<PrewarmThreads>();
   std::atomic<bool> stop_prewarm_{false};
 };
 

@@ -2,6 +2,8 @@
 
 #include "gpupool/prewarm.h"
 
+#include <atomic>
+
 #include "absl/synchronization/mutex.h"
 #include "src/core/prewarm_state.h"
 
@@ -13,6 +15,10 @@ absl::Status PrewarmTicket::Wait() const {
 
 absl::Status PrewarmTicket::WaitFor(absl::Duration timeout) const {
   if (state_ == nullptr) return absl::OkStatus();
+  // Finished: no lock (see PrewarmState::finished).
+  if (state_->finished.load(std::memory_order_acquire)) {
+    return state_->final_status();
+  }
   absl::MutexLock lock(&state_->mu);
   if (!state_->mu.AwaitWithTimeout(absl::Condition(&state_->done), timeout)) {
     return absl::DeadlineExceededError("prewarm still running");
@@ -22,8 +28,7 @@ absl::Status PrewarmTicket::WaitFor(absl::Duration timeout) const {
 
 bool PrewarmTicket::done() const {
   if (state_ == nullptr) return true;
-  absl::MutexLock lock(&state_->mu);
-  return state_->done;
+  return state_->finished.load(std::memory_order_acquire);
 }
 
 }  // namespace gpupool

@@ -52,7 +52,12 @@ PrewarmTicket StreamPool::PrewarmAsync(int device, const StreamConfig& config,
 }
 
 void StreamPool::Trim() { impl_->Trim(-1); }
-void StreamPool::Trim(int device) { impl_->Trim(device); }
+void StreamPool::Trim(int device) {
+  // The engine reads a negative device as "every device"; from a caller it
+  // is out of range, and trimming an out-of-range device is a no-op.
+  if (device < 0) return;
+  impl_->Trim(device);
+}
 StreamPoolStats StreamPool::GetStats() const { return impl_->GetStats(); }
 StreamPoolStats StreamPool::GetStats(int device,
                                      const StreamConfig& config) const {

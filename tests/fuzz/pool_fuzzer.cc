@@ -1,0 +1,634 @@
+// libFuzzer target: decodes the input into a sequence of pool operations on
+// SimBackend (acquire, release, discard, poison, recover, fail-next,
+// submit-work, complete, prewarm, trim, allocate, record-use, stable buffers,
+// captures, memory limits, across devices, configs and sizes) and checks the
+// pools' invariants after every step:
+//
+//   * no handle is held by two live leases, and every lease of a device that
+//     was not reset holds a handle the runtime knows;
+//   * no two live allocations (leases and stable buffers) overlap;
+//   * stats agree with the leases the fuzzer holds (streams in_use,
+//     allocations_in_use);
+//   * out-of-range devices get InvalidArgument, poisoned devices
+//     FailedPrecondition, never a lease;
+//   * the simulator saw no misuse (use after destroy, double free, wrong
+//     device, ...) and no runtime call named a device after the pools had
+//     marked it poisoned (tests/checking_backend.h);
+//   * an input that injected no fault leaks nothing.
+//
+// A violated invariant prints the reason and traps, so libFuzzer keeps the
+// input. Build: -DGPUPOOL_BUILD_FUZZERS=ON with clang (the `fuzz` preset);
+// run: build/fuzz/tests/fuzz/pool_fuzzer tests/fuzz/corpus -max_total_time=60
+//
+// Single-threaded on purpose: the simulator's work model runs on real time
+// only for finite durations, which this target never uses, so an input
+// always replays the same way.
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "gpupool/device_health.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/pool_options.h"
+#include "gpupool/sim_backend.h"
+#include "gpupool/stream_pool.h"
+#include "tests/checking_backend.h"
+
+namespace gpupool {
+namespace {
+
+constexpr int kDevices = 3;
+constexpr int kMaxOps = 200;
+constexpr size_t kMaxLeases = 12;
+
+[[noreturn]] void Fail(const std::string& why) {
+  std::fprintf(stderr, "pool_fuzzer invariant violated: %s\n", why.c_str());
+  __builtin_trap();
+}
+
+#define FUZZ_CHECK(condition, why) \
+  do {                             \
+    if (!(condition)) Fail(why);   \
+  } while (0)
+
+const StreamConfig kStreamConfigs[] = {
+    {}, {.priority = -1}, {.priority = 0, .non_blocking = false}};
+const EventConfig kEventConfigs[] = {
+    {}, {.disable_timing = false}, {.blocking_sync = true}};
+constexpr size_t kSizes[] = {
+    1, 511, 512, 513, 4096, 5000, 65536, (1u << 20) + 1, 1u << 24, 1u << 30, 0};
+const SimOp kFailOps[] = {
+    SimOp::kStreamCreate,      SimOp::kStreamDestroy,   SimOp::kStreamQuery,
+    SimOp::kStreamSynchronize, SimOp::kCaptureStatus,   SimOp::kEndCapture,
+    SimOp::kResetAttributes,   SimOp::kStreamWaitEvent, SimOp::kEventCreate,
+    SimOp::kEventDestroy,      SimOp::kEventRecord,     SimOp::kEventQuery,
+    SimOp::kEventSynchronize,  SimOp::kAllocate,        SimOp::kFree,
+    SimOp::kMemoryInfo};
+constexpr Fault kFaultClasses[] = {Fault::kResource, Fault::kDevice,
+                                   Fault::kOutOfMemory, Fault::kShutdown,
+                                   Fault::kCaller};
+
+// A lease plus what the fuzzer knows about it.
+template <typename Lease>
+struct Held {
+  Lease lease;
+  bool stale = false;  // its device was reset: the handle is dead
+};
+
+struct Stable {
+  void* ptr = nullptr;
+  size_t capacity = 0;
+};
+
+class Session {
+ public:
+  explicit Session(FuzzedDataProvider& input) : input_(input) {
+    SimOptions sim_options;
+    sim_options.device_count = kDevices;
+    sim_options.on_misuse = [](absl::string_view message) {
+      Fail(absl::StrCat("SimBackend misuse: ", message));
+    };
+    sim_ = std::make_unique<SimBackend>(std::move(sim_options));
+    backend_ = std::make_unique<testing::CheckingBackend>(*sim_);
+    health_ = std::make_shared<DeviceHealth>(kDevices);
+    backend_->WatchHealth(health_);
+    // Work completes only when told to; a synchronize (Trim, the OOM chain)
+    // would wait forever, so it completes all work first: one legal
+    // schedule, and inputs replay deterministically.
+    backend_->CompleteWorkOnSynchronize(true);
+
+    PoolOptions pool_options;
+    pool_options.max_idle_per_key = input_.ConsumeIntegralInRange(0, 4);
+    pool_options.max_live_per_key = input_.ConsumeIntegralInRange(0, 4);
+    pool_options.acquire_timeout = absl::ZeroDuration();  // never block
+    pool_options.validate_on_acquire = input_.ConsumeBool();
+    pool_options.drain_checks_per_acquire = input_.ConsumeIntegralInRange(0, 2);
+    AllocationCacheOptions cache_options;
+    const size_t caps[] = {0, 64 << 10, size_t{1} << 62};
+    cache_options.max_cached_bytes =
+        caps[input_.ConsumeIntegralInRange<size_t>(0, 2)];
+    cache_options.max_cached_block_bytes =
+        input_.ConsumeBool() ? size_t{1} << 30 : size_t{64} << 10;
+    cache_options.cross_stream = input_.ConsumeBool()
+                                     ? CrossStreamPolicy::kWaitOnStream
+                                     : CrossStreamPolicy::kWaitForCompletion;
+    cache_options.pending_checks_per_allocate =
+        input_.ConsumeIntegralInRange(0, 2);
+    max_cached_block_bytes_ = cache_options.max_cached_block_bytes;
+
+    streams_ = std::make_unique<StreamPool>(*backend_, health_, pool_options);
+    events_ = std::make_unique<EventPool>(*backend_, health_, pool_options);
+    cache_ = std::make_unique<AllocationCache>(*backend_, *events_, health_,
+                                               cache_options);
+  }
+
+  void Run() {
+    for (int op = 0; op < kMaxOps && input_.remaining_bytes() > 0; ++op) {
+      Step(input_.ConsumeIntegralInRange(0, 21));
+      CheckInvariants();
+    }
+    Finish();
+  }
+
+ private:
+  // Device 3 is out of range on purpose.
+  int PickDevice() { return input_.ConsumeIntegralInRange(0, kDevices); }
+
+  template <typename T>
+  T* PickHeld(std::vector<Held<T>>& held) {
+    if (held.empty()) return nullptr;
+    auto& entry =
+        held[input_.ConsumeIntegralInRange<size_t>(0, held.size() - 1)];
+    return entry.lease ? &entry.lease : nullptr;
+  }
+  template <typename T>
+  Held<T>* PickHeldEntry(std::vector<Held<T>>& held) {
+    if (held.empty()) return nullptr;
+    return &held[input_.ConsumeIntegralInRange<size_t>(0, held.size() - 1)];
+  }
+
+  // A live (not reset) stream lease of `device`, or nullptr.
+  NativeStream PickUsableStream(int device) {
+    std::vector<NativeStream> usable;
+    for (const auto& held : streams_held_) {
+      if (held.lease && !held.stale && held.lease.device() == device) {
+        usable.push_back(held.lease.get());
+      }
+    }
+    if (usable.empty()) return nullptr;
+    return usable[input_.ConsumeIntegralInRange<size_t>(0, usable.size() - 1)];
+  }
+
+  // Streams referenced by a live allocation must stay leased: the cache
+  // records its ready events on them at release (as with cudaMallocAsync,
+  // the stream must outlive the use).
+  bool StreamInUseByAllocation(NativeStream stream) const {
+    for (const auto& [id, streams] : allocation_streams_) {
+      if (std::find(streams.begin(), streams.end(), stream) != streams.end()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The status every entry point must give for an unusable device.
+  void CheckRefusal(int device, const absl::Status& status,
+                    absl::string_view what) {
+    if (device >= kDevices) {
+      FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument,
+                 absl::StrCat(what, " on a bad device: ", status.ToString()));
+    } else if (health_->is_poisoned(device)) {
+      FUZZ_CHECK(
+          status.code() == absl::StatusCode::kFailedPrecondition,
+          absl::StrCat(what, " on a poisoned device: ", status.ToString()));
+    }
+  }
+
+  // Forgets released leases so that kMaxLeases bounds the live ones.
+  template <typename T>
+  static void Compact(std::vector<Held<T>>& held) {
+    held.erase(std::remove_if(held.begin(), held.end(),
+                              [](const Held<T>& h) { return !h.lease; }),
+               held.end());
+  }
+
+  void Step(int op) {
+    Compact(streams_held_);
+    Compact(events_held_);
+    Compact(allocations_held_);
+    switch (op) {
+      case 0: {  // acquire stream
+        const int device = PickDevice();
+        const auto& config =
+            kStreamConfigs[input_.ConsumeIntegralInRange(0, 2)];
+        if (streams_held_.size() >= kMaxLeases) return;
+        const bool poisoned = device < kDevices && health_->is_poisoned(device);
+        absl::StatusOr<PooledStream> lease =
+            streams_->Acquire(device, config, absl::ZeroDuration());
+        if (device >= kDevices || poisoned) {
+          FUZZ_CHECK(!lease.ok(), "a lease on an unusable device");
+          CheckRefusal(device, lease.status(), "stream Acquire");
+          return;
+        }
+        if (!lease.ok()) return;  // injected fault, bound reached, ...
+        FUZZ_CHECK(sim_->is_live_stream(lease->get()),
+                   "a dead stream was handed out");
+        FUZZ_CHECK(lease->config() == config, "stream of another config");
+        streams_held_.push_back({*std::move(lease), false});
+        return;
+      }
+      case 1:    // release stream
+      case 2: {  // discard stream
+        Held<PooledStream>* held = PickHeldEntry(streams_held_);
+        if (held == nullptr || !held->lease ||
+            StreamInUseByAllocation(held->lease.get())) {
+          return;
+        }
+        op == 1 ? held->lease.Release() : held->lease.Discard();
+        return;
+      }
+      case 3: {  // acquire event
+        const int device = PickDevice();
+        const auto& config = kEventConfigs[input_.ConsumeIntegralInRange(0, 2)];
+        if (events_held_.size() >= kMaxLeases) return;
+        const bool poisoned = device < kDevices && health_->is_poisoned(device);
+        absl::StatusOr<PooledEvent> lease =
+            events_->Acquire(device, config, absl::ZeroDuration());
+        if (device >= kDevices || poisoned) {
+          FUZZ_CHECK(!lease.ok(), "a lease on an unusable device");
+          CheckRefusal(device, lease.status(), "event Acquire");
+          return;
+        }
+        if (!lease.ok()) return;
+        FUZZ_CHECK(sim_->is_live_event(lease->get()),
+                   "a dead event was handed out");
+        events_held_.push_back({*std::move(lease), false});
+        return;
+      }
+      case 4:    // release event
+      case 5: {  // discard event
+        PooledEvent* lease = PickHeld(events_held_);
+        if (lease == nullptr) return;
+        op == 4 ? lease->Release() : lease->Discard();
+        return;
+      }
+      case 6: {  // allocate
+        const int device = PickDevice();
+        size_t bytes = kSizes[input_.ConsumeIntegralInRange<size_t>(
+            0, std::size(kSizes) - 1)];
+        if (input_.ConsumeBool()) {
+          bytes = input_.ConsumeIntegralInRange<size_t>(1, 1 << 22);
+        }
+        const MemoryKind kind = input_.ConsumeBool() ? MemoryKind::kDevice
+                                                     : MemoryKind::kPinnedHost;
+        NativeStream stream = input_.ConsumeBool() && device < kDevices
+                                  ? PickUsableStream(device)
+                                  : nullptr;
+        if (allocations_held_.size() >= kMaxLeases) return;
+        const bool poisoned = device < kDevices && health_->is_poisoned(device);
+        absl::StatusOr<PooledAllocation> lease =
+            cache_->Allocate(device, bytes, kind, stream);
+        if (device >= kDevices || poisoned) {
+          FUZZ_CHECK(!lease.ok(), "an allocation on an unusable device");
+          CheckRefusal(device, lease.status(), "Allocate");
+          return;
+        }
+        if (bytes == 0) {
+          FUZZ_CHECK(
+              lease.status().code() == absl::StatusCode::kInvalidArgument,
+              absl::StrCat("Allocate(0): ", lease.status().ToString()));
+          return;
+        }
+        if (!lease.ok()) return;
+        FUZZ_CHECK(lease->size() == bytes && lease->capacity() >= bytes &&
+                       lease->device() == device && lease->kind() == kind,
+                   "allocation does not match its request");
+        std::vector<NativeStream> uses;
+        if (stream != nullptr) uses.push_back(stream);
+        allocation_streams_[lease->lease_id()] = std::move(uses);
+        allocations_held_.push_back({*std::move(lease), false});
+        return;
+      }
+      case 7: {  // record use
+        PooledAllocation* lease = PickHeld(allocations_held_);
+        if (lease == nullptr || input_.remaining_bytes() == 0) return;
+        if (input_.ConsumeBool()) {
+          lease->RecordUse(nullptr);  // documented no-op
+          return;
+        }
+        NativeStream stream = PickUsableStream(lease->device());
+        if (stream == nullptr) return;
+        lease->RecordUse(stream);
+        allocation_streams_[lease->lease_id()].push_back(stream);
+        return;
+      }
+      case 8: {  // release allocation
+        PooledAllocation* lease = PickHeld(allocations_held_);
+        if (lease == nullptr) return;
+        allocation_streams_.erase(lease->lease_id());
+        lease->Release();
+        return;
+      }
+      case 9: {  // submit work that completes only when told to
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        NativeStream stream = PickUsableStream(device);
+        if (stream != nullptr) {
+          sim_->SubmitWork(stream, absl::InfiniteDuration());
+        }
+        return;
+      }
+      case 10: {  // complete work
+        if (input_.ConsumeBool()) {
+          sim_->CompleteAllWork();
+          return;
+        }
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        NativeStream stream = PickUsableStream(device);
+        if (stream != nullptr) sim_->CompleteWork(stream);
+        return;
+      }
+      case 11: {  // sticky device error
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        sim_->PoisonDevice(device,
+                           absl::InternalError("cudaErrorIllegalAddress"));
+        faults_injected_ = true;
+        return;
+      }
+      case 12: {  // the user resets a device the pools found poisoned
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        if (!health_->is_poisoned(device)) {
+          FUZZ_CHECK(streams_->RecoverDevice(device).code() ==
+                         absl::StatusCode::kFailedPrecondition,
+                     "RecoverDevice of a healthy device");
+          return;
+        }
+        sim_->ResetDevice(device);  // every handle of the device is gone
+        for (auto& held : streams_held_) {
+          if (held.lease && held.lease.device() == device) held.stale = true;
+        }
+        for (auto& held : events_held_) {
+          if (held.lease && held.lease.device() == device) held.stale = true;
+        }
+        for (auto& held : allocations_held_) {
+          if (held.lease && held.lease.device() == device) held.stale = true;
+        }
+        for (auto it = stable_.begin(); it != stable_.end();) {
+          it = it->first.second == device ? stable_.erase(it) : std::next(it);
+        }
+        FUZZ_CHECK(streams_->RecoverDevice(device).ok(), "RecoverDevice");
+        FUZZ_CHECK(!health_->is_poisoned(device), "still poisoned");
+        return;
+      }
+      case 13: {  // fail-next
+        const SimOp fail_op = kFailOps[input_.ConsumeIntegralInRange<size_t>(
+            0, std::size(kFailOps) - 1)];
+        const Fault fault = kFaultClasses[input_.ConsumeIntegralInRange<size_t>(
+            0, std::size(kFaultClasses) - 1)];
+        const int device = input_.ConsumeIntegralInRange(-1, kDevices - 1);
+        const absl::StatusCode codes[] = {
+            absl::StatusCode::kAborted, absl::StatusCode::kInternal,
+            absl::StatusCode::kResourceExhausted,
+            absl::StatusCode::kUnavailable, absl::StatusCode::kInvalidArgument};
+        sim_->FailNext(fail_op,
+                       FaultError(fault, codes[static_cast<int>(fault) - 2],
+                                  "injected by pool_fuzzer"),
+                       device);
+        faults_injected_ = true;
+        return;
+      }
+      case 14: {  // prewarm
+        const int device = PickDevice();
+        const int count = input_.ConsumeIntegralInRange(-1, 3);
+        const bool async = input_.ConsumeBool();
+        absl::Status status;
+        if (input_.ConsumeBool()) {
+          const auto& config =
+              kStreamConfigs[input_.ConsumeIntegralInRange(0, 2)];
+          status = async ? streams_->PrewarmAsync(device, config, count).Wait()
+                         : streams_->Prewarm(device, config, count);
+        } else {
+          const auto& config =
+              kEventConfigs[input_.ConsumeIntegralInRange(0, 2)];
+          status = async ? events_->PrewarmAsync(device, config, count).Wait()
+                         : events_->Prewarm(device, config, count);
+        }
+        if (count < 0 || device >= kDevices) {
+          FUZZ_CHECK(status.code() == absl::StatusCode::kInvalidArgument,
+                     absl::StrCat("Prewarm(", device, ", ", count,
+                                  "): ", status.ToString()));
+        }
+        return;
+      }
+      case 15: {  // trim
+        switch (input_.ConsumeIntegralInRange(0, 3)) {
+          case 0:
+            streams_->Trim();
+            return;
+          case 1:
+            events_->Trim(input_.ConsumeIntegralInRange(-1, kDevices));
+            return;
+          case 2:
+            cache_
+                ->Trim(input_.ConsumeIntegralInRange(0, kDevices),
+                       input_.ConsumeIntegralInRange<size_t>(0, 1 << 20))
+                .IgnoreError();
+            return;
+          default:
+            cache_->Trim().IgnoreError();
+            return;
+        }
+      }
+      case 16: {  // the user starts a capture or sets an attribute
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        NativeStream stream = PickUsableStream(device);
+        if (stream == nullptr || StreamInUseByAllocation(stream)) return;
+        if (input_.ConsumeBool()) {
+          sim_->BeginCapture(stream);
+        } else {
+          sim_->SetStreamAttribute(stream);
+        }
+        return;
+      }
+      case 17: {  // the user records an event lease on a stream lease
+        Held<PooledEvent>* event = PickHeldEntry(events_held_);
+        if (event == nullptr || !event->lease || event->stale) return;
+        NativeStream stream = PickUsableStream(event->lease.device());
+        if (stream == nullptr) return;
+        (void)sim_->RecordEvent(event->lease.device(), event->lease.get(),
+                                stream);
+        return;
+      }
+      case 18: {  // a stream faults (its work failed)
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        NativeStream stream = PickUsableStream(device);
+        if (stream == nullptr) return;
+        sim_->FaultStream(stream, absl::AbortedError("cudaErrorLaunchFailure"));
+        faults_injected_ = true;
+        return;
+      }
+      case 19: {  // stable buffer
+        const int device = PickDevice();
+        const std::string name =
+            absl::StrCat("buf", input_.ConsumeIntegralInRange(0, 2));
+        if (input_.ConsumeBool()) {
+          const size_t bytes =
+              input_.ConsumeIntegralInRange<size_t>(0, 1 << 21);
+          absl::StatusOr<void*> ptr =
+              cache_->AcquireStable(name, device, bytes);
+          if (device >= kDevices || bytes == 0 ||
+              (device < kDevices && health_->is_poisoned(device))) {
+            FUZZ_CHECK(!ptr.ok(), "AcquireStable accepted bad input");
+            return;
+          }
+          if (!ptr.ok()) {
+            stable_.erase({name, device});  // a failed grow freed the old one
+            return;
+          }
+          auto it = stable_.find({name, device});
+          if (it != stable_.end() && bytes <= it->second.capacity) {
+            FUZZ_CHECK(*ptr == it->second.ptr, "a stable buffer moved");
+            return;
+          }
+          stable_[{name, device}] =
+              Stable{*ptr, bytes <= max_cached_block_bytes_
+                               ? AllocationCache::RoundedSize(bytes)
+                               : bytes};
+        } else {
+          absl::Status status = cache_->ReleaseStable(name, device);
+          const bool known = stable_.erase({name, device}) > 0;
+          if (device < kDevices && !health_->is_poisoned(device) && !known) {
+            FUZZ_CHECK(
+                status.code() == absl::StatusCode::kNotFound,
+                absl::StrCat("ReleaseStable of nothing: ", status.ToString()));
+          }
+        }
+        return;
+      }
+      case 20: {  // a tight memory limit makes the OOM chain run
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        const size_t limit = input_.ConsumeIntegralInRange<size_t>(0, 1 << 22);
+        sim_->SetMemoryLimit(device, limit,
+                             input_.ConsumeBool() ? MemoryKind::kDevice
+                                                  : MemoryKind::kPinnedHost);
+        return;
+      }
+      default: {  // moved-from and empty leases are inert
+        Held<PooledStream>* held = PickHeldEntry(streams_held_);
+        if (held == nullptr || StreamInUseByAllocation(held->lease.get())) {
+          return;
+        }
+        PooledStream moved = std::move(held->lease);
+        FUZZ_CHECK(!held->lease && held->lease.get() == nullptr &&
+                       held->lease.device() == -1,
+                   "a moved-from lease is not empty");
+        held->lease.Release();  // no-op
+        held->lease.Discard();  // no-op
+        held->lease = std::move(moved);
+        return;
+      }
+    }
+  }
+
+  void CheckInvariants() {
+    FUZZ_CHECK(sim_->misuse_count() == 0, "misuse");
+    FUZZ_CHECK(backend_->violation_count() == 0,
+               absl::StrCat("runtime call after poisoning: ",
+                            absl::StrJoin(backend_->violations(), "; ")));
+    // No handle in two live leases; live leases of a device that was not
+    // reset hold handles the runtime knows.
+    std::map<void*, int> handles;
+    int64_t streams_out = 0;
+    for (const auto& held : streams_held_) {
+      if (!held.lease) continue;
+      ++streams_out;
+      FUZZ_CHECK(++handles[held.lease.get()] == 1, "stream in two leases");
+      FUZZ_CHECK(held.stale || sim_->is_live_stream(held.lease.get()),
+                 "a leased stream was destroyed");
+    }
+    for (const auto& held : events_held_) {
+      if (!held.lease) continue;
+      FUZZ_CHECK(++handles[held.lease.get()] == 1, "event in two leases");
+      FUZZ_CHECK(held.stale || sim_->is_live_event(held.lease.get()),
+                 "a leased event was destroyed");
+    }
+    // No two live allocations overlap (per device and kind: the simulator's
+    // address regions are disjoint per device and kind anyway).
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+    int64_t allocations_out = 0;
+    for (const auto& held : allocations_held_) {
+      if (!held.lease) continue;
+      ++allocations_out;
+      const auto begin = reinterpret_cast<uintptr_t>(held.lease.data());
+      ranges.push_back({begin, begin + held.lease.capacity()});
+    }
+    for (const auto& [key, buffer] : stable_) {
+      const auto begin = reinterpret_cast<uintptr_t>(buffer.ptr);
+      ranges.push_back({begin, begin + buffer.capacity});
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i) {
+      FUZZ_CHECK(ranges[i - 1].second <= ranges[i].first,
+                 "two live allocations overlap");
+    }
+    // Stats agree with what we hold.
+    FUZZ_CHECK(streams_->GetStats().in_use == streams_out,
+               absl::StrCat("stream in_use ", streams_->GetStats().in_use,
+                            " but ", streams_out, " leases out"));
+    FUZZ_CHECK(cache_->GetStats().allocations_in_use == allocations_out,
+               absl::StrCat("allocations_in_use ",
+                            cache_->GetStats().allocations_in_use, " but ",
+                            allocations_out, " leases out"));
+    FUZZ_CHECK(
+        events_->GetStats().in_use >=
+            static_cast<int64_t>(std::count_if(
+                events_held_.begin(), events_held_.end(),
+                [](const auto& h) { return static_cast<bool>(h.lease); })),
+        "event in_use below the leases out");
+  }
+
+  void Finish() {
+    sim_->CompleteAllWork();
+    for (auto& held : allocations_held_) held.lease.Release();
+    for (auto& held : events_held_) held.lease.Release();
+    for (auto& held : streams_held_) held.lease.Release();
+    CheckInvariants();
+    cache_.reset();
+    events_.reset();
+    streams_.reset();
+    FUZZ_CHECK(sim_->misuse_count() == 0, "misuse at teardown");
+    FUZZ_CHECK(backend_->violation_count() == 0,
+               "call after poison at teardown");
+    if (!faults_injected_) {
+      absl::Status leaks = sim_->CheckNoLeaks();
+      FUZZ_CHECK(leaks.ok(),
+                 absl::StrCat("leak without any fault: ", leaks.ToString()));
+    }
+    // What faults legitimately leaked (kShutdown, unprovable memory) is ours
+    // to clean up before the simulator's own leak report.
+    for (int d = 0; d < kDevices; ++d) sim_->ResetDevice(d);
+  }
+
+  FuzzedDataProvider& input_;
+  std::unique_ptr<SimBackend> sim_;
+  std::unique_ptr<testing::CheckingBackend> backend_;
+  std::shared_ptr<DeviceHealth> health_;
+  std::unique_ptr<StreamPool> streams_;
+  std::unique_ptr<EventPool> events_;
+  std::unique_ptr<AllocationCache> cache_;
+  size_t max_cached_block_bytes_ = 0;
+  // Released in Finish before the pools go (a late release would leak).
+  std::vector<Held<PooledStream>> streams_held_;
+  std::vector<Held<PooledEvent>> events_held_;
+  std::vector<Held<PooledAllocation>> allocations_held_;
+  std::map<uint64_t, std::vector<NativeStream>> allocation_streams_;
+  std::map<std::pair<std::string, int>, Stable> stable_;
+  bool faults_injected_ = false;
+};
+
+}  // namespace
+}  // namespace gpupool
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider input(data, size);
+  gpupool::Session session(input);
+  session.Run();
+  return 0;
+}
