@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -74,6 +75,12 @@ class CheckingBackend final : public Backend {
   // whose work only completes when told to (InfiniteDuration).
   void CompleteWorkOnSynchronize(bool enabled) {
     complete_on_synchronize_.store(enabled);
+  }
+
+  // Called (outside our lock) at each violation, e.g. to trap right there
+  // with the offending call on the stack. Set before the first call.
+  void OnViolation(std::function<void(absl::string_view)> hook) {
+    on_violation_ = std::move(hook);
   }
 
   SimBackend& sim() const { return sim_; }
@@ -190,9 +197,11 @@ class CheckingBackend final : public Backend {
     const bool valid = device >= 0 && device < device_count_;
     if (valid && PoisonedForChecks(device)) {
       violation_count_.fetch_add(1);
+      std::string violation = absl::StrCat(SimOpName(op), " called on device ",
+                                           device, " after it was poisoned");
+      if (on_violation_) on_violation_(violation);
       absl::MutexLock lock(mu_);
-      violations_.push_back(absl::StrCat(SimOpName(op), " called on device ",
-                                         device, " after it was poisoned"));
+      violations_.push_back(std::move(violation));
     }
     const bool sim_poisoned = valid && sim_.is_poisoned(device);
     auto result = fn();
@@ -217,6 +226,7 @@ class CheckingBackend final : public Backend {
   std::vector<std::atomic<int>> counts_;
   std::atomic<int64_t> violation_count_{0};
   std::atomic<bool> complete_on_synchronize_{false};
+  std::function<void(absl::string_view)> on_violation_;
   // On the heap and leaked in a fork()ed child: the child may destroy this
   // backend (with the pools that own it) while a parent thread held
   // Abseil's process-wide deadlock-detection lock, which ~absl::Mutex takes.

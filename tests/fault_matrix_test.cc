@@ -778,6 +778,25 @@ std::vector<Scenario> Scenarios() {
       [](Harness& h) { (void)h.Allocate(kTarget, 4 * kLarge); }, release_first,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
       .cache_options.max_cached_block_bytes = kLarge;
+  // Found by the fuzzer: the free of one block poisoned the device, and the
+  // same Release then polled another, retired block anyway.
+  add(
+      Path::kCacheRelease, SimOp::kFree,
+      "Release frees an uncached block, then polls a retired one",
+      [=](Harness& h) {
+        (void)h.AcquireStream(kTarget);
+        (void)h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(0));
+        h.sim.SubmitWork(h.stream(0), absl::InfiniteDuration());
+        h.held_allocations[0].Release();    // retires: nothing is cached
+        (void)h.Allocate(kTarget, kSmall);  // polls it: still pending
+        h.sim.CompleteAllWork();
+      },
+      [](Harness& h) {
+        h.held_allocations[1].Release();  // freed at once, then the poll
+        return absl::OkStatus();
+      },
+      Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
+      .cache_options.max_cached_bytes = 0;
   add(
       Path::kCacheRelease, SimOp::kEventQuery, "Release polls a retired block",
       [=](Harness& h) {

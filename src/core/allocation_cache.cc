@@ -974,6 +974,13 @@ class AllocationCacheCore
   }
 
   void CheckRetiring(AllocationShard& shard, AllocationBlock* block) {
+    // A sticky fault since the block retired (e.g. the free Return made just
+    // before polling it) leaves a dead context: drop it without a call.
+    if (health_->is_poisoned(block->device) ||
+        block->generation != health_->generation(block->device)) {
+      Dispose(shard, block, Outcome::kDrop).IgnoreError();
+      return;
+    }
     Outcome outcome = QueryEvents(block);
     if (outcome == Outcome::kPending) {
       absl::MutexLock lock(&shard.mu);

@@ -110,6 +110,9 @@ class Session {
     backend_ = std::make_unique<testing::CheckingBackend>(*sim_);
     health_ = std::make_shared<DeviceHealth>(kDevices);
     backend_->WatchHealth(health_);
+    backend_->OnViolation([](absl::string_view violation) {
+      Fail(absl::StrCat("runtime call after poisoning: ", violation));
+    });
     // Work completes only when told to; a synchronize (Trim, the OOM chain)
     // would wait forever, so it completes all work first: one legal
     // schedule, and inputs replay deterministically.
