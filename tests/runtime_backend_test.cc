@@ -56,7 +56,10 @@ enum FakeError {
   kFakeCaptureInvalidated = 901,
 };
 enum FakeCaptureMode { kFakeGlobal, kFakeThreadLocal, kFakeRelaxed };
-enum FakeCaptureStatus { kFakeNone, kFakeActive, kFakeInvalidated };
+// A fixed underlying type: CaptureStatusNewerThanTheCodeCountsAsInvalidated
+// stores a value beyond the enumerators (a newer runtime's), which without
+// one is undefined behaviour (UBSan: "not a valid value for type").
+enum FakeCaptureStatus : int { kFakeNone, kFakeActive, kFakeInvalidated };
 
 // The fake runtime's state, reset by each test. Single-threaded tests only.
 struct FakeRuntime {
