@@ -703,14 +703,19 @@ std::vector<Scenario> Scenarios() {
       [](Harness& h) { return h.Allocate(kTarget, kSmall); },
       CacheAllocation());
   // A block released on stream 0 is offered to a request on stream 1.
+  // Two blocks released on stream 0 are offered to a request on stream 1;
+  // both are checked (pending_checks_per_allocate = 2), so a sticky fault on
+  // the first must spare the second any runtime call.
   auto pending_on_other_stream = [](Harness& h) {
     for (int i = 0; i < 2; ++i) (void)h.AcquireStream(kTarget);
-    (void)h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(0));
-    h.held_allocations[0].Release();
+    for (int i = 0; i < 2; ++i) {
+      (void)h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(0));
+    }
+    for (PooledAllocation& a : h.held_allocations) a.Release();
   };
   add(
       Path::kCacheAllocate, SimOp::kEventQuery,
-      "Allocate on stream B checks a block released on stream A",
+      "Allocate on stream B checks 2 blocks released on stream A",
       pending_on_other_stream,
       [](Harness& h) {
         return h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(1));
@@ -718,7 +723,7 @@ std::vector<Scenario> Scenarios() {
       Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
   add(
       Path::kCacheAllocate, SimOp::kStreamWaitEvent,
-      "Allocate on stream B waits on a block released on stream A",
+      "Allocate on stream B waits on 2 blocks released on stream A",
       pending_on_other_stream,
       [](Harness& h) {
         return h.Allocate(kTarget, kSmall, MemoryKind::kDevice, h.stream(1));

@@ -618,6 +618,12 @@ class AllocationCacheCore
         keep.push_back(candidate);
         continue;
       }
+      // An earlier candidate's sticky fault poisoned the device: the others
+      // are dropped without another runtime call.
+      if (health_->is_poisoned(candidate->device)) {
+        dropped.push_back(candidate);
+        continue;
+      }
       Outcome outcome = Outcome::kPending;
       if (wait_on_stream) {
         outcome = MakeStreamWait(candidate, stream);
