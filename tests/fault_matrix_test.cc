@@ -783,6 +783,16 @@ std::vector<Scenario> Scenarios() {
       [](Harness& h) { (void)h.Allocate(kTarget, 4 * kLarge); }, release_first,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
       .cache_options.max_cached_block_bytes = kLarge;
+  // Found by the fuzzer: discarding the event whose record failed met a
+  // sticky fault, and the release still synchronized the stream.
+  add(
+      Path::kCacheRelease, SimOp::kEventDestroy,
+      "Release discards the event whose record failed",
+      [=](Harness& h) {
+        one_on_stream(h);
+        h.InjectSetupFault(SimOp::kEventRecord, Fault::kResource);
+      },
+      release_first, Silent());
   // Found by the fuzzer: the free of one block poisoned the device, and the
   // same Release then polled another, retired block anyway.
   add(

@@ -702,6 +702,9 @@ class AllocationCacheCore
         if (FaultOf(status) != Fault::kDevice) event->Discard();
       }
       Outcome outcome = ReactTo(device, status);
+      // Discarding the event may itself have met a sticky fault: then the
+      // device is dead and nothing more may be called on it.
+      if (health_->is_poisoned(device)) outcome = Outcome::kDrop;
       if (outcome == Outcome::kDrop || outcome == Outcome::kLeak) {
         block->events.clear();
         return outcome;
