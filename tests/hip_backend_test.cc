@@ -7,15 +7,10 @@
 
 #include <hip/hip_runtime_api.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
-#include <utility>
-#include <vector>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +22,7 @@
 #include "src/backends/hip/hip_errors.h"
 #include "src/backends/runtime/error_class.h"
 #include "src/backends/runtime/runtime_backend.h"
+#include "tests/runtime_device_tests.h"
 
 namespace gpupool {
 namespace {
@@ -237,292 +233,52 @@ TEST(HipFactoryTest, WithoutUsableRuntimeReportsTheRuntimesOwnError) {
 
 // --- On a device -------------------------------------------------------------
 
-// Runs each test on device 0 of a real HIP runtime; skips with the
-// runtime's reason where there is none.
-class HipDeviceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeHipBackend();
-    if (!backend.ok()) GTEST_SKIP() << backend.status().message();
-    backend_ = *std::move(backend);
-    absl::StatusOr<int> count = backend_->DeviceCount();
-    ASSERT_TRUE(count.ok()) << count.status();
-    device_count_ = *count;
-  }
+struct HipDevice {
+  using Api = HipApi;
+  static constexpr std::string_view kName = "hip";
+  static constexpr hipStreamCaptureMode kCaptureModeGlobal =
+      hipStreamCaptureModeGlobal;
+  static constexpr const char* kOutOfMemoryName = "hipErrorOutOfMemory";
+  // The HIP headers document interprocess events as "under development" on
+  // AMD, so they are left out of the event-config check.
+  static constexpr bool kInterprocessEvents = false;
 
-  static int CurrentDevice() {
-    int device = -1;
-    EXPECT_EQ(hipGetDevice(&device), hipSuccess);
-    return device;
+  static absl::StatusOr<std::unique_ptr<Backend>> Make() {
+    return MakeHipBackend();
   }
-
-  std::unique_ptr<Backend> backend_;
-  int device_count_ = 0;
-};
-
-// Holds a stream busy until released, without a kernel (stream callbacks
-// run in stream order; HIP 5.2's libamdhip64 does not export
-// hipLaunchHostFunc). The flag is shared with the callback so that a test
-// failing early cannot leave the callback reading a destroyed blocker.
-class StreamBlocker {
- public:
-  explicit StreamBlocker(hipStream_t stream)
-      : released_(std::make_shared<std::atomic<bool>>(false)) {
-    auto* flag = new std::shared_ptr<std::atomic<bool>>(released_);
-    EXPECT_EQ(hipStreamAddCallback(stream, &StreamBlocker::Wait, flag,
-                                   /*flags=*/0),
-              hipSuccess);
+  // A stream callback: HIP 5.2's libamdhip64 does not export
+  // hipLaunchHostFunc.
+  static hipError_t EnqueueHostCall(hipStream_t stream, void (*fn)(void*),
+                                    void* arg) {
+    auto* call = new HostCall{fn, arg};
+    hipError_t error =
+        hipStreamAddCallback(stream, &HipDevice::RunHostCall, call, 0);
+    if (error != hipSuccess) delete call;
+    return error;
   }
-  ~StreamBlocker() { Release(); }
-  void Release() { released_->store(true); }
+  static hipError_t BeginCapture(hipStream_t stream,
+                                 hipStreamCaptureMode mode) {
+    return hipStreamBeginCapture(stream, mode);
+  }
+  static hipError_t StreamGetPriority(hipStream_t stream, int* priority) {
+    return hipStreamGetPriority(stream, priority);
+  }
 
  private:
-  static void Wait(hipStream_t, hipError_t, void* arg) {
-    std::unique_ptr<std::shared_ptr<std::atomic<bool>>> flag(
-        static_cast<std::shared_ptr<std::atomic<bool>>*>(arg));
-    while (!(*flag)->load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+  struct HostCall {
+    void (*fn)(void*);
+    void* arg;
+  };
+  static void RunHostCall(hipStream_t, hipError_t, void* arg) {
+    std::unique_ptr<HostCall> call(static_cast<HostCall*>(arg));
+    call->fn(call->arg);
   }
-  std::shared_ptr<std::atomic<bool>> released_;
 };
 
-TEST_F(HipDeviceTest, NameAndCount) {
-  EXPECT_EQ(backend_->name(), "hip");
-  EXPECT_GE(device_count_, 1);
-}
+INSTANTIATE_TYPED_TEST_SUITE_P(Hip, RuntimeDeviceTest, HipDevice);
 
-TEST_F(HipDeviceTest, StreamCreateQueryResetDestroy) {
-  absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  EXPECT_TRUE(backend_->QueryStream(0, *stream).ok());
-  absl::StatusOr<CaptureStatus> capture =
-      backend_->GetCaptureStatus(0, *stream);
-  ASSERT_TRUE(capture.ok()) << capture.status();
-  EXPECT_EQ(*capture, CaptureStatus::kNone);
-  EXPECT_TRUE(backend_->ResetStreamAttributes(0, *stream).ok());
-  EXPECT_TRUE(backend_->SynchronizeStream(0, *stream).ok());
-  EXPECT_TRUE(backend_->DestroyStream(0, *stream).ok());
-}
-
-TEST_F(HipDeviceTest, PendingWorkIsNotReady) {
-  absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  {
-    StreamBlocker blocker(static_cast<hipStream_t>(*stream));
-    const absl::Status pending = backend_->QueryStream(0, *stream);
-    EXPECT_EQ(FaultOf(pending), Fault::kNotReady) << pending;
-    EXPECT_EQ(pending.code(), Code::kUnavailable);
-    blocker.Release();
-    EXPECT_TRUE(backend_->SynchronizeStream(0, *stream).ok());
-  }
-  EXPECT_TRUE(backend_->QueryStream(0, *stream).ok());
-  EXPECT_TRUE(backend_->DestroyStream(0, *stream).ok());
-}
-
-TEST_F(HipDeviceTest, EndCaptureEndsItAndQueriesNeverBreakACapture) {
-  absl::StatusOr<NativeStream> capturing = backend_->CreateStream(0, {});
-  absl::StatusOr<NativeStream> other = backend_->CreateStream(0, {});
-  ASSERT_TRUE(capturing.ok() && other.ok());
-  ASSERT_EQ(hipStreamBeginCapture(static_cast<hipStream_t>(*capturing),
-                                  hipStreamCaptureModeGlobal),
-            hipSuccess);
-  // In global mode a plain hipStreamQuery here would be prohibited and
-  // invalidate the capture; the backend switches to Relaxed around it.
-  EXPECT_TRUE(backend_->QueryStream(0, *other).ok());
-  absl::StatusOr<CaptureStatus> capture =
-      backend_->GetCaptureStatus(0, *capturing);
-  ASSERT_TRUE(capture.ok()) << capture.status();
-  EXPECT_EQ(*capture, CaptureStatus::kActive);
-  // ... and restores the thread's mode afterwards.
-  hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
-  ASSERT_EQ(hipThreadExchangeStreamCaptureMode(&mode), hipSuccess);
-  EXPECT_EQ(mode, hipStreamCaptureModeGlobal);
-  ASSERT_EQ(hipThreadExchangeStreamCaptureMode(&mode), hipSuccess);
-
-  EXPECT_TRUE(backend_->EndCapture(0, *capturing).ok());
-  capture = backend_->GetCaptureStatus(0, *capturing);
-  ASSERT_TRUE(capture.ok());
-  EXPECT_EQ(*capture, CaptureStatus::kNone);
-  EXPECT_TRUE(backend_->DestroyStream(0, *capturing).ok());
-  EXPECT_TRUE(backend_->DestroyStream(0, *other).ok());
-}
-
-// Every call a pool makes outside stream order, issued while a global-mode
-// capture is under way: on the capturing thread itself (the strictest case)
-// and on another thread (a pool returning or creating on a worker). None may
-// fail or invalidate the capture.
-TEST_F(HipDeviceTest, PoolCallsNeverBreakAGlobalCapture) {
-  absl::StatusOr<NativeStream> capturing = backend_->CreateStream(0, {});
-  ASSERT_TRUE(capturing.ok()) << capturing.status();
-  ASSERT_EQ(hipStreamBeginCapture(static_cast<hipStream_t>(*capturing),
-                                  hipStreamCaptureModeGlobal),
-            hipSuccess);
-  Backend& backend = *backend_;
-  // Runs the calls; returns the first failure, naming the call.
-  auto pool_calls = [&backend]() -> std::string {
-    absl::StatusOr<NativeStream> stream = backend.CreateStream(0, {});
-    if (!stream.ok()) return "CreateStream: " + stream.status().ToString();
-    std::vector<std::pair<const char*, absl::Status>> calls;
-    calls.emplace_back("QueryStream", backend.QueryStream(0, *stream));
-    calls.emplace_back("GetCaptureStatus",
-                       backend.GetCaptureStatus(0, *stream).status());
-    calls.emplace_back("ResetStreamAttributes",
-                       backend.ResetStreamAttributes(0, *stream));
-    calls.emplace_back("SynchronizeStream",
-                       backend.SynchronizeStream(0, *stream));
-    absl::StatusOr<NativeEvent> event = backend.CreateEvent(0, {});
-    calls.emplace_back("CreateEvent", event.status());
-    if (event.ok()) {
-      calls.emplace_back("QueryEvent", backend.QueryEvent(0, *event));
-      calls.emplace_back("SynchronizeEvent",
-                         backend.SynchronizeEvent(0, *event));
-      calls.emplace_back("DestroyEvent", backend.DestroyEvent(0, *event));
-    }
-    for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
-      absl::StatusOr<void*> ptr = backend.Allocate(0, 1 << 20, kind);
-      calls.emplace_back("Allocate", ptr.status());
-      if (ptr.ok()) calls.emplace_back("Free", backend.Free(0, *ptr, kind));
-    }
-    calls.emplace_back("GetMemoryInfo", backend.GetMemoryInfo(0).status());
-    calls.emplace_back("DestroyStream", backend.DestroyStream(0, *stream));
-    for (const auto& [name, status] : calls) {
-      if (!status.ok()) return std::string(name) + ": " + status.ToString();
-    }
-    return "";
-  };
-  auto still_capturing = [&]() {
-    absl::StatusOr<CaptureStatus> capture =
-        backend_->GetCaptureStatus(0, *capturing);
-    return capture.ok() && *capture == CaptureStatus::kActive;
-  };
-
-  EXPECT_EQ(pool_calls(), "") << "on the capturing thread";
-  EXPECT_TRUE(still_capturing()) << "broken by a call on the capturing thread";
-  std::string other_thread;
-  std::thread([&] { other_thread = pool_calls(); }).join();
-  EXPECT_EQ(other_thread, "") << "on another thread";
-  EXPECT_TRUE(still_capturing()) << "broken by a call on another thread";
-
-  EXPECT_TRUE(backend_->EndCapture(0, *capturing).ok());
-  EXPECT_TRUE(backend_->DestroyStream(0, *capturing).ok());
-}
-
-TEST_F(HipDeviceTest, EventsRecordQueryWait) {
-  absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  absl::StatusOr<NativeEvent> event = backend_->CreateEvent(0, {});
-  ASSERT_TRUE(event.ok()) << event.status();
-  EXPECT_TRUE(backend_->QueryEvent(0, *event).ok());  // never recorded
-  {
-    StreamBlocker blocker(static_cast<hipStream_t>(*stream));
-    EXPECT_TRUE(backend_->RecordEvent(0, *event, *stream).ok());
-    EXPECT_EQ(FaultOf(backend_->QueryEvent(0, *event)), Fault::kNotReady);
-    blocker.Release();
-    EXPECT_TRUE(backend_->SynchronizeEvent(0, *event).ok());
-  }
-  EXPECT_TRUE(backend_->QueryEvent(0, *event).ok());
-  EXPECT_TRUE(backend_->StreamWaitEvent(0, *stream, *event).ok());
-  EXPECT_TRUE(backend_->DestroyEvent(0, *event).ok());
-  EXPECT_TRUE(backend_->DestroyStream(0, *stream).ok());
-}
-
-TEST_F(HipDeviceTest, EventConfigs) {
-  // Interprocess events are left out: HIP documents them as "under
-  // development" on AMD.
-  for (const EventConfig& config :
-       {EventConfig{true, false, false}, EventConfig{false, true, false}}) {
-    absl::StatusOr<NativeEvent> event = backend_->CreateEvent(0, config);
-    ASSERT_TRUE(event.ok()) << config.ToString() << ": " << event.status();
-    EXPECT_TRUE(backend_->DestroyEvent(0, *event).ok());
-  }
-}
-
-TEST_F(HipDeviceTest, InterprocessEventNeedsDisableTiming) {
-  const absl::StatusOr<NativeEvent> event =
-      backend_->CreateEvent(0, EventConfig{false, false, true});
-  EXPECT_EQ(event.status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(FaultOf(event.status()), Fault::kCaller);
-}
-
-TEST_F(HipDeviceTest, AllocateAndFree) {
-  for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
-    absl::StatusOr<void*> ptr = backend_->Allocate(0, 1 << 20, kind);
-    ASSERT_TRUE(ptr.ok()) << ptr.status();
-    EXPECT_NE(*ptr, nullptr);
-    EXPECT_TRUE(backend_->Free(0, *ptr, kind).ok());
-  }
-  EXPECT_EQ(FaultOf(backend_->Allocate(0, 0, MemoryKind::kDevice).status()),
-            Fault::kCaller);
-}
-
-TEST_F(HipDeviceTest, OutOfMemoryIsClassifiedAndClearsTheLastError) {
-  const absl::StatusOr<void*> ptr =
-      backend_->Allocate(0, size_t{1} << 60, MemoryKind::kDevice);
-  ASSERT_FALSE(ptr.ok());
-  EXPECT_EQ(ptr.status().code(), Code::kResourceExhausted) << ptr.status();
-  EXPECT_EQ(FaultOf(ptr.status()), Fault::kOutOfMemory);
-  EXPECT_THAT(std::string(ptr.status().message()),
-              HasSubstr("hipErrorOutOfMemory"));
-  EXPECT_EQ(hipGetLastError(), hipSuccess);
-}
-
-TEST_F(HipDeviceTest, MemoryInfo) {
-  absl::StatusOr<MemoryInfo> info = backend_->GetMemoryInfo(0);
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_GT(info->total_bytes, 0u);
-  EXPECT_LE(info->free_bytes, info->total_bytes);
-}
-
-TEST_F(HipDeviceTest, CurrentDeviceIsRestored) {
-  const int last = device_count_ - 1;
-  ASSERT_EQ(hipSetDevice(last), hipSuccess);
-  absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  EXPECT_EQ(CurrentDevice(), last);
-  absl::StatusOr<void*> ptr = backend_->Allocate(0, 4096, MemoryKind::kDevice);
-  ASSERT_TRUE(ptr.ok());
-  EXPECT_EQ(CurrentDevice(), last);
-  EXPECT_TRUE(backend_->Free(0, *ptr, MemoryKind::kDevice).ok());
-  EXPECT_TRUE(backend_->DestroyStream(0, *stream).ok());
-  EXPECT_EQ(CurrentDevice(), last);
-  ASSERT_EQ(hipSetDevice(0), hipSuccess);
-}
-
-TEST_F(HipDeviceTest, OutOfRangeDeviceIsTheCallers) {
-  for (int device : {-1, device_count_}) {
-    const absl::StatusOr<NativeStream> stream =
-        backend_->CreateStream(device, {});
-    EXPECT_EQ(stream.status().code(), Code::kInvalidArgument);
-    EXPECT_EQ(FaultOf(stream.status()), Fault::kCaller);
-    EXPECT_EQ(FaultOf(backend_->SetCurrentDevice(device)), Fault::kCaller);
-  }
-}
-
-TEST_F(HipDeviceTest, PriorityOutsideTheRuntimesRangeIsRefused) {
-  int least = 0;
-  int greatest = 0;
-  ASSERT_EQ(hipDeviceGetStreamPriorityRange(&least, &greatest), hipSuccess);
-  for (int priority : {greatest, least}) {
-    StreamConfig config;
-    config.priority = priority;
-    absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, config);
-    ASSERT_TRUE(stream.ok()) << priority << ": " << stream.status();
-    int actual = 99;
-    EXPECT_EQ(hipStreamGetPriority(static_cast<hipStream_t>(*stream), &actual),
-              hipSuccess);
-    EXPECT_EQ(actual, priority);
-    EXPECT_TRUE(backend_->DestroyStream(0, *stream).ok());
-  }
-  for (int priority : {greatest - 1, least + 1}) {
-    StreamConfig config;
-    config.priority = priority;
-    const absl::StatusOr<NativeStream> stream =
-        backend_->CreateStream(0, config);
-    EXPECT_EQ(stream.status().code(), Code::kInvalidArgument) << priority;
-    EXPECT_EQ(FaultOf(stream.status()), Fault::kCaller);
-  }
-}
+// HIP-only device checks, on the shared fixture.
+using HipDeviceTest = RuntimeDeviceTest<HipDevice>;
 
 TEST_F(HipDeviceTest, CuMaskStreamsAreBlockingAndNormalPriority) {
   StreamConfig config;

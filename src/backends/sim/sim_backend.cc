@@ -138,16 +138,8 @@ absl::StatusOr<NativeStream> SimBackend::CreateStream(
 absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
   absl::Status status = state_->Enter(SimOp::kStreamDestroy, device);
   if (!status.ok()) {
-    // Backend contract: after a destroy the handle is invalid whatever the
-    // status, so an injected failure still releases a live handle.
-    if (state_->ValidDevice(device)) {
-      DeviceState& d = state_->device_state(device);
-      absl::MutexLock lock(&d.mu);
-      if (d.streams.erase(HandleValue(stream)) > 0) {
-        d.streams_destroyed.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    return status;
+    return state_->FailDestroy(std::move(status), device, HandleKind::kStream,
+                               HandleValue(stream));
   }
   DeviceState& d = state_->device_state(device);
   const SimProfile& profile = state_->options.profile;
@@ -173,8 +165,7 @@ absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
           break;
       }
     }
-    d.streams.erase(handle);
-    d.streams_destroyed.fetch_add(1, std::memory_order_relaxed);
+    d.Forget(HandleKind::kStream, handle);
   }
   ChargeLatency(profile.stream_destroy);
   return absl::OkStatus();
@@ -362,15 +353,8 @@ absl::StatusOr<NativeEvent> SimBackend::CreateEvent(int device,
 absl::Status SimBackend::DestroyEvent(int device, NativeEvent event) {
   absl::Status status = state_->Enter(SimOp::kEventDestroy, device);
   if (!status.ok()) {
-    // As DestroyStream: the handle is invalid whatever the status.
-    if (state_->ValidDevice(device)) {
-      DeviceState& d = state_->device_state(device);
-      absl::MutexLock lock(&d.mu);
-      if (d.events.erase(HandleValue(event)) > 0) {
-        d.events_destroyed.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    return status;
+    return state_->FailDestroy(std::move(status), device, HandleKind::kEvent,
+                               HandleValue(event));
   }
   DeviceState& d = state_->device_state(device);
   {
@@ -380,8 +364,7 @@ absl::Status SimBackend::DestroyEvent(int device, NativeEvent event) {
     absl::StatusOr<EventState*> found = state_->FindEvent(
         d, device, event, "DestroyEvent", misuse, /*destroying=*/true);
     if (!found.ok()) return found.status();
-    d.events.erase(HandleValue(event));
-    d.events_destroyed.fetch_add(1, std::memory_order_relaxed);
+    d.Forget(HandleKind::kEvent, HandleValue(event));
   }
   ChargeLatency(state_->options.profile.event_destroy);
   return absl::OkStatus();

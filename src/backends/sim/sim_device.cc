@@ -109,5 +109,16 @@ WaitResult DeviceState::WaitEventIdle(uintptr_t handle) {
   }
 }
 
+bool DeviceState::Forget(HandleKind kind, uintptr_t handle) {
+  if (kind == HandleKind::kStream) {
+    if (streams.erase(handle) == 0) return false;
+    streams_destroyed.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    if (events.erase(handle) == 0) return false;
+    events_destroyed.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
 }  // namespace sim_internal
 }  // namespace gpupool

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
 #include "gpupool/sim_backend.h"
+#include "src/backends/sim/sim_handles.h"
 
 namespace gpupool {
 namespace sim_internal {
@@ -118,9 +119,13 @@ struct alignas(64) DeviceState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   WaitResult WaitEventIdle(uintptr_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
-  // --- Counters
-  // --------------------------------------------------------------- Calls per
-  // SimOp that named this device; their sum is calls_on_device.
+  // Erases the stream or event `handle` and counts it destroyed. Returns
+  // false (and counts nothing) when it was not live.
+  bool Forget(HandleKind kind, uintptr_t handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // --- Counters --------------------------------------------------------------
+  // Calls per SimOp that named this device; their sum is calls_on_device.
   std::atomic<int64_t> op_calls[kSimOpCount] = {};
   std::atomic<int64_t> streams_created{0};
   std::atomic<int64_t> streams_destroyed{0};

@@ -118,6 +118,19 @@ struct SimBackend::State {
     return absl::OkStatus();
   }
 
+  // The failed-entry path of DestroyStream/DestroyEvent. Backend contract:
+  // after a destroy the handle is invalid whatever the status, so an injected
+  // failure still releases a live handle. Returns `status`.
+  absl::Status FailDestroy(absl::Status status, int device,
+                           sim_internal::HandleKind kind, uintptr_t handle) {
+    if (ValidDevice(device)) {
+      sim_internal::DeviceState& d = device_state(device);
+      absl::MutexLock lock(&d.mu);
+      d.Forget(kind, handle);
+    }
+    return status;
+  }
+
   // Steps 1-2 for primitives that name no device.
   absl::Status EnterWithoutDevice(SimOp op) {
     calls_without_device[static_cast<int>(op)].fetch_add(
