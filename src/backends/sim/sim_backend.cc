@@ -41,7 +41,6 @@ using sim_internal::ChargeLatency;
 using sim_internal::DecodeAddress;
 using sim_internal::DecodedAddress;
 using sim_internal::DeviceState;
-using sim_internal::EncodeHandle;
 using sim_internal::EventState;
 using sim_internal::HandleKind;
 using sim_internal::HandleValue;
@@ -121,18 +120,14 @@ absl::StatusOr<NativeStream> SimBackend::CreateStream(
   }
   ChargeLatency(profile.stream_create);
   absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  if (d.next_handle_id > sim_internal::kMaxHandleId) {
-    return FaultError(Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
-                      "sim: handle space of the device exhausted");
-  }
-  uintptr_t handle = EncodeHandle(device, state_->instance_tag,
-                                  d.next_handle_id++, HandleKind::kStream);
+  absl::StatusOr<uintptr_t> handle =
+      state_->NewHandleLocked(d, device, HandleKind::kStream);
+  if (!handle.ok()) return handle.status();
   StreamState stream;
   stream.config = config;
-  d.streams.emplace(handle, std::move(stream));
+  d.streams.emplace(*handle, std::move(stream));
   d.streams_created.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<NativeStream>(handle);
+  return reinterpret_cast<NativeStream>(*handle);
 }
 
 absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
@@ -336,18 +331,14 @@ absl::StatusOr<NativeEvent> SimBackend::CreateEvent(int device,
   }
   ChargeLatency(state_->options.profile.event_create);
   absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  if (d.next_handle_id > sim_internal::kMaxHandleId) {
-    return FaultError(Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
-                      "sim: handle space of the device exhausted");
-  }
-  uintptr_t handle = EncodeHandle(device, state_->instance_tag,
-                                  d.next_handle_id++, HandleKind::kEvent);
+  absl::StatusOr<uintptr_t> handle =
+      state_->NewHandleLocked(d, device, HandleKind::kEvent);
+  if (!handle.ok()) return handle.status();
   EventState event;
   event.config = config;
-  d.events.emplace(handle, std::move(event));
+  d.events.emplace(*handle, std::move(event));
   d.events_created.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<NativeEvent>(handle);
+  return reinterpret_cast<NativeEvent>(*handle);
 }
 
 absl::Status SimBackend::DestroyEvent(int device, NativeEvent event) {

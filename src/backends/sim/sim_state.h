@@ -118,6 +118,23 @@ struct SimBackend::State {
     return absl::OkStatus();
   }
 
+  // A fresh stream or event handle of `device` (never reused): the device's
+  // sticky error once poisoned, kOutOfMemory once the handle space is used
+  // up.
+  absl::StatusOr<uintptr_t> NewHandleLocked(sim_internal::DeviceState& d,
+                                            int device,
+                                            sim_internal::HandleKind kind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(d.mu) {
+    if (d.poisoned) return d.sticky;
+    if (d.next_handle_id > sim_internal::kMaxHandleId) {
+      return FaultError(Fault::kOutOfMemory,
+                        absl::StatusCode::kResourceExhausted,
+                        "sim: handle space of the device exhausted");
+    }
+    return sim_internal::EncodeHandle(device, instance_tag, d.next_handle_id++,
+                                      kind);
+  }
+
   // The failed-entry path of DestroyStream/DestroyEvent. Backend contract:
   // after a destroy the handle is invalid whatever the status, so an injected
   // failure still releases a live handle. Returns `status`.
