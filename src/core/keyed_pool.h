@@ -113,9 +113,7 @@ class KeyedPool {
 
   KeyedPool(Backend& backend, std::shared_ptr<DeviceHealth> health,
             PoolOptions options)
-      : backend_(backend),
-        options_(options),
-        fork_epoch_(ForkEpoch()) {
+      : backend_(backend), options_(options), fork_epoch_(ForkEpoch()) {
     absl::StatusOr<int> count = backend_.DeviceCount();
     if (count.ok()) {
       device_count_ = *count;
@@ -188,8 +186,8 @@ class KeyedPool {
     auto state = std::make_shared<PrewarmState>();
     PrewarmTicket ticket(state);
     absl::StatusOr<Shard*> shard =
-        count < 0 ? absl::InvalidArgumentError(absl::StrCat(
-                        "Prewarm count must be >= 0, got ", count))
+        count < 0 ? absl::InvalidArgumentError(
+                        absl::StrCat("Prewarm count must be >= 0, got ", count))
                   : UsableShard(device, config);
     if (!shard.ok()) {
       state->FinishUnshared(shard.status());  // no lock: maybe a forked child
@@ -238,9 +236,9 @@ class KeyedPool {
   }
 
   std::string DebugString() const {
-    std::string out = absl::StrCat(Kind::kName, " pool over ",
-                                   std::string(backend_.name()), " (",
-                                   device_count_, " devices)");
+    std::string out =
+        absl::StrCat(Kind::kName, " pool over ", std::string(backend_.name()),
+                     " (", device_count_, " devices)");
     if (Forked()) return absl::StrCat(out, " [forked: unusable]");
     if (!device_count_status_.ok()) {
       absl::StrAppend(&out, " [", device_count_status_.ToString(), "]");
@@ -302,7 +300,7 @@ class KeyedPool {
         const uint64_t generation = health_->generation(device_);
         enum { kIdle, kDrained, kCreate } source;
         Entry entry;
-        uint64_t lease_id = 0;
+        Ticket ticket;
         {
           absl::MutexLock lock(&mu_);
           if (closed_) return ClosedError();
@@ -313,13 +311,13 @@ class KeyedPool {
             entry = idle_.back();
             idle_.pop_back();
             source = kIdle;
-            lease_id = ReserveLeaseLocked(where, /*reused=*/true);
+            ticket = ReserveLeaseLocked(where, /*reused=*/true);
           } else if (!draining_.empty() &&
                      drain_checks < options_.drain_checks_per_acquire) {
             entry = draining_.front();
             draining_.pop_front();
             source = kDrained;
-            lease_id = ReserveLeaseLocked(where, /*reused=*/true);
+            ticket = ReserveLeaseLocked(where, /*reused=*/true);
             ++drain_checks;
           } else if (options_.max_live_per_key <= 0 ||
                      live_ < options_.max_live_per_key) {
@@ -364,9 +362,9 @@ class KeyedPool {
             absl::MutexLock lock(&mu_);
             ++stats_.created;
             stats_.create_latency.Record(latency);
-            lease_id = ReserveLeaseLocked(where, /*reused=*/false);
+            ticket = ReserveLeaseLocked(where, /*reused=*/false);
           }
-          return MakeLease(*created, lease_id, generation);
+          return MakeLease(*created, ticket, generation);
         }
 
         // An idle or drained handle: prove it is safe before handing it out.
@@ -375,12 +373,12 @@ class KeyedPool {
           if (!query.ok()) {
             if (FaultOf(query) == Fault::kNotReady) {
               absl::MutexLock lock(&mu_);
-              UndoReservationLocked(lease_id);
+              UndoReservationLocked(ticket);
               draining_.push_back(entry);
             } else {
               {
                 absl::MutexLock lock(&mu_);
-                UndoReservationLocked(lease_id);
+                UndoReservationLocked(ticket);
               }
               Dispose(entry.handle, CheckFor(query), /*faulty=*/true);
             }
@@ -390,17 +388,18 @@ class KeyedPool {
         if (entry.generation != health_->generation(device_)) {
           // Poisoned or recovered while we validated: never hand it out.
           absl::MutexLock lock(&mu_);
-          UndoReservationLocked(lease_id);
+          UndoReservationLocked(ticket);
           --live_;
           ++stats_.dropped;
           continue;
         }
-        return MakeLease(entry.handle, lease_id, entry.generation);
+        return MakeLease(entry.handle, ticket, entry.generation);
       }
     }
 
-    void Return(void* handle, uint64_t lease_id, uint64_t generation,
-                bool discard) override {
+    void Return(void* handle, uint64_t lease_id, uint32_t site,
+                uint64_t generation, bool discard) override {
+      const Ticket ticket{lease_id, site};
       // A forked child must take no lock and make no runtime call. Nor may
       // it destroy this shard (the lease may hold the last reference, its
       // pool gone): ~absl::Mutex takes a process-wide lock that a parent
@@ -412,16 +411,16 @@ class KeyedPool {
       // Screened without the lock (re-checked under it below): after the
       // pool was destroyed (closed) or exit began, never touch the runtime;
       // a handle of an older generation belongs to a dead context.
-      if (closed_flag_.load(std::memory_order_acquire) ||
-          ProcessIsExiting() || generation != health_->generation(device_)) {
+      if (closed_flag_.load(std::memory_order_acquire) || ProcessIsExiting() ||
+          generation != health_->generation(device_)) {
         absl::MutexLock lock(&mu_);
-        ForgetLocked(lease_id, generation);
+        ForgetLocked(ticket, generation);
         return;
       }
       if (discard) {
         {
           absl::MutexLock lock(&mu_);
-          FinishLeaseLocked(lease_id);
+          FinishLeaseLocked(ticket);
         }
         Destroy(handle, /*faulty=*/true);
         return;
@@ -437,7 +436,7 @@ class KeyedPool {
       if (check.disposition != Disposition::kProceed) {
         {
           absl::MutexLock lock(&mu_);
-          FinishLeaseLocked(lease_id);
+          FinishLeaseLocked(ticket);
         }
         Dispose(handle, check, /*faulty=*/true);
         return;
@@ -446,10 +445,10 @@ class KeyedPool {
         absl::MutexLock lock(&mu_);
         if (closed_ || ProcessIsExiting() ||
             generation != health_->generation(device_)) {
-          ForgetLocked(lease_id, generation);
+          ForgetLocked(ticket, generation);
           return;
         }
-        FinishLeaseLocked(lease_id);
+        FinishLeaseLocked(ticket);
         if (static_cast<int>(idle_.size() + draining_.size()) <
             options_.max_idle_per_key) {
           if (query.ok()) {
@@ -592,9 +591,11 @@ class KeyedPool {
 
     void AppendOutstanding(std::vector<OutstandingLease>* out) const {
       absl::MutexLock lock(&mu_);
-      for (const auto& [lease_id, where] : sites_) {
+      for (const Site& site : sites_) {
+        if (site.lease_id == 0) continue;
         out->push_back(OutstandingLease{std::string(Kind::kName), device_,
-                                        config_.ToString(), lease_id, where});
+                                        config_.ToString(), site.lease_id,
+                                        site.where});
       }
     }
 
@@ -602,6 +603,18 @@ class KeyedPool {
     struct Entry {
       void* handle = nullptr;
       uint64_t generation = 0;
+    };
+
+    // A lease's id and its slot in `sites_` (kNoSite when not tracked).
+    static constexpr uint32_t kNoSite = 0xFFFFFFFF;
+    struct Ticket {
+      uint64_t id = 0;
+      uint32_t site = kNoSite;
+    };
+    // An outstanding lease's acquire site; lease_id 0: a free slot.
+    struct Site {
+      uint64_t lease_id = 0;
+      SourceLocation where;
     };
 
     absl::Status ClosedError() const {
@@ -650,42 +663,57 @@ class KeyedPool {
     }
 
     bool HasCapacity() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !idle_.empty() || closed_ ||
-             live_ < options_.max_live_per_key;
+      return !idle_.empty() || closed_ || live_ < options_.max_live_per_key;
     }
 
-    // Counts a lease about to be handed out and records its site.
-    uint64_t ReserveLeaseLocked(SourceLocation where, bool reused)
+    // Counts a lease about to be handed out and records its site in a free
+    // slot of `sites_` (no hashing on the hot path).
+    Ticket ReserveLeaseLocked(SourceLocation where, bool reused)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      const uint64_t lease_id = lease_prefix_ | ++lease_sequence_;
+      Ticket ticket{lease_prefix_ | ++lease_sequence_, kNoSite};
       ++stats_.acquired;
       if (reused) ++stats_.reused;
       ++in_use_;
       if (in_use_ > stats_.peak_in_use) stats_.peak_in_use = in_use_;
-      if (options_.track_lease_sites) sites_.emplace(lease_id, where);
-      return lease_id;
+      if (options_.track_lease_sites) {
+        if (free_sites_.empty()) {
+          ticket.site = static_cast<uint32_t>(sites_.size());
+          sites_.push_back(Site{ticket.id, where});
+        } else {
+          ticket.site = free_sites_.back();
+          free_sites_.pop_back();
+          sites_[ticket.site] = Site{ticket.id, where};
+        }
+      }
+      return ticket;
     }
 
     // A reserved lease whose handle failed validation: it was never out.
-    void UndoReservationLocked(uint64_t lease_id)
+    void UndoReservationLocked(const Ticket& ticket)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       --stats_.acquired;
       --stats_.reused;
-      FinishLeaseLocked(lease_id);
+      FinishLeaseLocked(ticket);
     }
 
     // A lease came back (its handle is accounted separately).
-    void FinishLeaseLocked(uint64_t lease_id)
+    void FinishLeaseLocked(const Ticket& ticket)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       --in_use_;
-      if (options_.track_lease_sites) sites_.erase(lease_id);
+      // The id check keeps a corrupted or foreign ticket from freeing
+      // another lease's slot.
+      if (ticket.site < sites_.size() &&
+          sites_[ticket.site].lease_id == ticket.id) {
+        sites_[ticket.site].lease_id = 0;
+        free_sites_.push_back(ticket.site);
+      }
     }
 
     // A lease came back but its handle must not reach the runtime: leaked
     // (pool closed, process exiting) or dropped (dead device generation).
-    void ForgetLocked(uint64_t lease_id, uint64_t generation)
+    void ForgetLocked(const Ticket& ticket, uint64_t generation)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      FinishLeaseLocked(lease_id);
+      FinishLeaseLocked(ticket);
       --live_;
       if (closed_ || ProcessIsExiting()) {
         ++stats_.leaked;
@@ -695,8 +723,9 @@ class KeyedPool {
       (void)generation;
     }
 
-    Lease MakeLease(void* handle, uint64_t lease_id, uint64_t generation) {
-      return Lease(this->shared_from_this(), handle, lease_id, generation);
+    Lease MakeLease(void* handle, const Ticket& ticket, uint64_t generation) {
+      return Lease(this->shared_from_this(), handle, ticket.id, ticket.site,
+                   generation);
     }
 
     // Forgets a handle we hold (not in any list) without a runtime call.
@@ -764,7 +793,10 @@ class KeyedPool {
     // closed_, readable without the lock for Return's fast screening.
     std::atomic<bool> closed_flag_{false};
     PoolStats stats_ ABSL_GUARDED_BY(mu_);
-    absl::flat_hash_map<uint64_t, SourceLocation> sites_ ABSL_GUARDED_BY(mu_);
+    // Acquire sites of the outstanding leases, by slot; `free_sites_` lists
+    // the free slots. Grows to the peak number of leases out at once.
+    std::vector<Site> sites_ ABSL_GUARDED_BY(mu_);
+    std::vector<uint32_t> free_sites_ ABSL_GUARDED_BY(mu_);
   };
 
   struct DeviceSlot {
@@ -785,9 +817,9 @@ class KeyedPool {
     if (ProcessIsExiting()) return ExitingError();
     if (!device_count_status_.ok()) return device_count_status_;
     if (device < 0 || device >= device_count_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Kind::kName, " pool: device ", device, " out of range [0, ",
-          device_count_, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Kind::kName, " pool: device ", device,
+                       " out of range [0, ", device_count_, ")"));
     }
     if (health_->is_poisoned(device)) {
       Purge(device);

@@ -15,9 +15,10 @@ namespace gpupool::internal {
 class LeaseOwner {
  public:
   virtual ~LeaseOwner() = default;
-  // Takes the handle back. `discard`: the caller knows it is bad.
-  virtual void Return(void* handle, uint64_t lease_id, uint64_t generation,
-                      bool discard) = 0;
+  // Takes the handle back. `site` is the owner's own bookkeeping slot (the
+  // value it gave the lease). `discard`: the caller knows it is bad.
+  virtual void Return(void* handle, uint64_t lease_id, uint32_t site,
+                      uint64_t generation, bool discard) = 0;
   virtual int device() const = 0;
   // Points at the shard's StreamConfig or EventConfig.
   virtual const void* config() const = 0;
@@ -27,11 +28,12 @@ class Lease {
  public:
   Lease() = default;
   Lease(std::shared_ptr<LeaseOwner> owner, void* handle, uint64_t lease_id,
-        uint64_t generation)
+        uint32_t site, uint64_t generation)
       : owner_(std::move(owner)),
         handle_(handle),
         lease_id_(lease_id),
-        generation_(generation) {}
+        generation_(generation),
+        site_(site) {}
   Lease(Lease&& other) noexcept { *this = std::move(other); }
   Lease& operator=(Lease&& other) noexcept {
     if (this != &other) {
@@ -40,6 +42,7 @@ class Lease {
       handle_ = std::exchange(other.handle_, nullptr);
       lease_id_ = std::exchange(other.lease_id_, 0);
       generation_ = std::exchange(other.generation_, 0);
+      site_ = std::exchange(other.site_, 0);
     }
     return *this;
   }
@@ -62,16 +65,18 @@ class Lease {
     if (owner_ == nullptr) return;
     std::shared_ptr<LeaseOwner> owner = std::move(owner_);
     owner_.reset();
-    owner->Return(std::exchange(handle_, nullptr), lease_id_, generation_,
-                  discard);
+    owner->Return(std::exchange(handle_, nullptr), lease_id_, site_,
+                  generation_, discard);
     lease_id_ = 0;
     generation_ = 0;
+    site_ = 0;
   }
 
   std::shared_ptr<LeaseOwner> owner_;
   void* handle_ = nullptr;
   uint64_t lease_id_ = 0;
   uint64_t generation_ = 0;
+  uint32_t site_ = 0;
 };
 
 }  // namespace gpupool::internal
