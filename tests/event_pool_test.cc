@@ -1,6 +1,8 @@
 // EventPool: conformance on every built backend, plus pending/fault/poison
 // behaviour on SimBackend.
 
+#include "gpupool/event_pool.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,7 +10,6 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
-#include "gpupool/event_pool.h"
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
@@ -29,8 +30,8 @@ class EventPoolConformanceTest : public ::testing::TestWithParam<std::string> {
     absl::StatusOr<std::unique_ptr<Backend>> backend =
         MakeTestBackend(GetParam());
     if (!backend.ok()) {
-      GTEST_SKIP() << GetParam() << " backend unavailable: "
-                   << backend.status();
+      GTEST_SKIP() << GetParam()
+                   << " backend unavailable: " << backend.status();
     }
     backend_ = *std::move(backend);
   }
@@ -87,18 +88,19 @@ TEST_P(EventPoolConformanceTest, InvalidArgumentsChangeNothing) {
   EXPECT_THAT(events.Prewarm(0, {}, -1),
               StatusIs(absl::StatusCode::kInvalidArgument));
   // The runtime rule: interprocess events must disable timing.
-  EXPECT_THAT(events.Acquire(0, {.disable_timing = false, .interprocess = true}),
-              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      events.Acquire(0, {.disable_timing = false, .interprocess = true}),
+      StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(events.GetStats().created, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, EventPoolConformanceTest,
-    ::testing::Values(std::string("sim"), std::string("cuda"),
-                      std::string("hip")),
-    [](const ::testing::TestParamInfo<std::string>& info) {
-      return info.param;
-    });
+INSTANTIATE_TEST_SUITE_P(Backends, EventPoolConformanceTest,
+                         ::testing::Values(std::string("sim"),
+                                           std::string("cuda"),
+                                           std::string("hip")),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 class EventPoolSimTest : public ::testing::Test {
  protected:

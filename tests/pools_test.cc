@@ -2,6 +2,8 @@
 // listing, and backend selection from GPUPOOL_BACKEND (each selection case
 // runs in a fork()ed child, because the process bundle is created once).
 
+#include "gpupool/pools.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,7 +14,6 @@
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
-#include "gpupool/pools.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -135,10 +136,11 @@ std::string ProcessPoolsInChild(const char* env) {
     }
     absl::StatusOr<Pools*> pools = ProcessPools();
     std::string report =
-        pools.ok() ? "ok:" + std::string((*pools)->backend().name())
-                   : "error:" + std::to_string(static_cast<int>(
-                                    pools.status().code())) +
-                         ":" + std::string(pools.status().message());
+        pools.ok()
+            ? "ok:" + std::string((*pools)->backend().name())
+            : "error:" +
+                  std::to_string(static_cast<int>(pools.status().code())) +
+                  ":" + std::string(pools.status().message());
     (void)!write(fds[1], report.data(), report.size());
     _exit(0);
   }

@@ -31,8 +31,8 @@ class StreamPoolConformanceTest : public ::testing::TestWithParam<std::string> {
     absl::StatusOr<std::unique_ptr<Backend>> backend =
         MakeTestBackend(GetParam());
     if (!backend.ok()) {
-      GTEST_SKIP() << GetParam() << " backend unavailable: "
-                   << backend.status();
+      GTEST_SKIP() << GetParam()
+                   << " backend unavailable: " << backend.status();
     }
     backend_ = *std::move(backend);
     devices_ = std::min(4, *backend_->DeviceCount());
@@ -45,8 +45,8 @@ class StreamPoolConformanceTest : public ::testing::TestWithParam<std::string> {
 // The stream set of a PJRT-style client on one device.
 std::vector<StreamConfig> ClientStreamConfigs() {
   std::vector<StreamConfig> configs;
-  configs.push_back({});                      // compute
-  configs.push_back({.priority = -1});        // host-to-device
+  configs.push_back({});                              // compute
+  configs.push_back({.priority = -1});                // host-to-device
   for (int i = 0; i < 4; ++i) configs.push_back({});  // device-to-host
   for (int i = 0; i < 4; ++i) configs.push_back({});  // device-to-device
   for (int i = 0; i < 4; ++i) configs.push_back({.non_blocking = false});
@@ -251,8 +251,8 @@ TEST_P(StreamPoolConformanceTest, ConcurrentLeasesNeverShareAHandle) {
       absl::BitGen rng;
       for (int i = 0; i < iterations; ++i) {
         const int device = absl::Uniform(rng, 0, devices_);
-        const StreamConfig config{.priority = absl::Uniform(rng, 0, 2) == 0 ? 0
-                                                                           : -1};
+        const StreamConfig config{.priority =
+                                      absl::Uniform(rng, 0, 2) == 0 ? 0 : -1};
         absl::StatusOr<PooledStream> stream = pool.Acquire(device, config);
         if (!stream.ok()) {
           absl::MutexLock lock(&mu);
@@ -286,11 +286,11 @@ TEST_P(StreamPoolConformanceTest, ConcurrentLeasesNeverShareAHandle) {
 
 std::vector<std::string> AllBackends() { return {"sim", "cuda", "hip"}; }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, StreamPoolConformanceTest, ::testing::ValuesIn(AllBackends()),
-    [](const ::testing::TestParamInfo<std::string>& info) {
-      return info.param;
-    });
+INSTANTIATE_TEST_SUITE_P(Backends, StreamPoolConformanceTest,
+                         ::testing::ValuesIn(AllBackends()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace gpupool

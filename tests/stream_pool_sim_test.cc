@@ -25,9 +25,7 @@ using ::testing::HasSubstr;
 
 class StreamPoolSimTest : public ::testing::Test {
  protected:
-  void TearDown() override {
-    EXPECT_EQ(sim_.misuse_count(), 0);
-  }
+  void TearDown() override { EXPECT_EQ(sim_.misuse_count(), 0); }
   SimBackend sim_{StrictSimOptions(4)};
 };
 
@@ -123,9 +121,9 @@ TEST_F(StreamPoolSimTest, FaultedStreamIsDestroyedNotReused) {
     absl::StatusOr<PooledStream> stream = pool.Acquire(1);
     ASSERT_THAT(stream, IsOk());
     faulty = stream->get();
-    sim_.FaultStream(faulty, FaultError(Fault::kResource,
-                                        absl::StatusCode::kInternal,
-                                        "cudaErrorInvalidResourceHandle"));
+    sim_.FaultStream(faulty,
+                     FaultError(Fault::kResource, absl::StatusCode::kInternal,
+                                "cudaErrorInvalidResourceHandle"));
   }
   EXPECT_FALSE(sim_.is_live_stream(faulty));
   EXPECT_EQ(pool.GetStats().discarded_faulty, 1);
@@ -208,10 +206,10 @@ TEST_F(StreamPoolSimTest, RecoverDeviceStartsANewGeneration) {
 
 TEST_F(StreamPoolSimTest, CreateFailureReachesTheCallerAndPoolStaysUsable) {
   StreamPool pool(sim_);
-  sim_.FailNext(SimOp::kStreamCreate,
-                FaultError(Fault::kOutOfMemory,
-                           absl::StatusCode::kResourceExhausted,
-                           "cudaErrorMemoryAllocation"));
+  sim_.FailNext(
+      SimOp::kStreamCreate,
+      FaultError(Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
+                 "cudaErrorMemoryAllocation"));
   EXPECT_THAT(pool.Acquire(0),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("cudaErrorMemoryAllocation")));

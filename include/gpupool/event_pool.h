@@ -81,8 +81,7 @@ class EventPool {
       int device, const EventConfig& config, absl::Duration timeout,
       SourceLocation where = SourceLocation::Current());
   absl::Status Prewarm(int device, const EventConfig& config, int count);
-  PrewarmTicket PrewarmAsync(int device, const EventConfig& config,
-                             int count);
+  PrewarmTicket PrewarmAsync(int device, const EventConfig& config, int count);
   void Trim();
   // Idle events of `device` only; no-op for an out-of-range device.
   void Trim(int device);

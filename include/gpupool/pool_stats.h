@@ -69,7 +69,7 @@ struct PoolStats {
 struct OutstandingLease {
   std::string resource;  // "stream", "event", "allocation"
   int device = -1;
-  std::string key;       // config or memory kind
+  std::string key;  // config or memory kind
   uint64_t lease_id = 0;
   SourceLocation where;
   std::string ToString() const;  // "stream dev0 {priority=0,...} #12 at f.cc:7"

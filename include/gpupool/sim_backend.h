@@ -186,7 +186,8 @@ class SimBackend : public Backend {
   int64_t events_created() const;
   int64_t events_destroyed() const;
   int live_allocations(int device) const;
-  size_t bytes_allocated(int device, MemoryKind kind = MemoryKind::kDevice) const;
+  size_t bytes_allocated(int device,
+                         MemoryKind kind = MemoryKind::kDevice) const;
   int64_t allocations_made() const;
   int64_t allocations_freed() const;
   // Calls of `op` so far (injected failures included); all ops summed.

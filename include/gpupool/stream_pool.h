@@ -119,8 +119,7 @@ class StreamPool {
   absl::Status Prewarm(int device, const StreamConfig& config, int count);
   // Same, on a background thread: creation overlaps the caller's work. The
   // ticket reports the outcome; the pool's destructor waits for it.
-  PrewarmTicket PrewarmAsync(int device, const StreamConfig& config,
-                             int count);
+  PrewarmTicket PrewarmAsync(int device, const StreamConfig& config, int count);
 
   // Destroys every idle stream (and drained ones whose work finished).
   void Trim();

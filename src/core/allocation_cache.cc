@@ -688,9 +688,8 @@ class AllocationCacheCore
     block->release_stream = nullptr;
     NativeStream single_stream = nullptr;
     for (NativeStream stream : block->uses) {
-      absl::StatusOr<PooledEvent> event =
-          events_.Acquire(device, options_.event_config,
-                          SourceLocation::Internal());
+      absl::StatusOr<PooledEvent> event = events_.Acquire(
+          device, options_.event_config, SourceLocation::Internal());
       absl::Status status = event.status();
       if (event.ok()) {
         status = backend_.RecordEvent(device, event->get(), stream);

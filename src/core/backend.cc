@@ -1,5 +1,7 @@
 // Default primitives of Backend, config printing and ScopedDevice.
 
+#include "gpupool/backend.h"
+
 #include <string>
 #include <utility>
 
@@ -7,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "gpupool/backend.h"
 
 namespace gpupool {
 

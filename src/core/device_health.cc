@@ -29,9 +29,8 @@ bool DeviceHealth::Poison(int device, const absl::Status& cause) {
 
 absl::Status DeviceHealth::CheckHealthy(int device) const {
   if (device < 0 || device >= device_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device ", device, " out of range [0, ", device_count(),
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", device, " out of range [0, ", device_count(), ")"));
   }
   if (!is_poisoned(device)) return absl::OkStatus();
   absl::Status cause = poison_cause(device);
@@ -53,9 +52,8 @@ absl::Status DeviceHealth::poison_cause(int device) const {
 
 absl::Status DeviceHealth::Recover(int device) {
   if (device < 0 || device >= device_count()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device ", device, " out of range [0, ", device_count(),
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device ", device, " out of range [0, ", device_count(), ")"));
   }
   Device& d = *devices_[device];
   absl::MutexLock lock(&d.mu);

@@ -13,41 +13,40 @@ namespace gpupool {
 const EventConfig& PooledEvent::config() const {
   static const EventConfig* const kEmpty = new EventConfig();
   const void* config = lease_.config();
-  return config == nullptr ? *kEmpty
-                           : *static_cast<const EventConfig*>(config);
+  return config == nullptr ? *kEmpty : *static_cast<const EventConfig*>(config);
 }
 
 EventPool::EventPool(Backend& backend, EventPoolOptions options)
     : EventPool(backend, nullptr, options) {}
 
 EventPool::EventPool(Backend& backend, std::shared_ptr<DeviceHealth> health,
-                       EventPoolOptions options)
+                     EventPoolOptions options)
     : impl_(std::make_unique<internal::KeyedPool<internal::EventKind>>(
           backend, std::move(health), options)) {}
 
 EventPool::~EventPool() = default;
 
 absl::StatusOr<PooledEvent> EventPool::Acquire(int device,
-                                                 const EventConfig& config,
-                                                 SourceLocation where) {
+                                               const EventConfig& config,
+                                               SourceLocation where) {
   return impl_->Acquire(device, config, impl_->options().acquire_timeout,
                         where);
 }
 
 absl::StatusOr<PooledEvent> EventPool::Acquire(int device,
-                                                 const EventConfig& config,
-                                                 absl::Duration timeout,
-                                                 SourceLocation where) {
+                                               const EventConfig& config,
+                                               absl::Duration timeout,
+                                               SourceLocation where) {
   return impl_->Acquire(device, config, timeout, where);
 }
 
 absl::Status EventPool::Prewarm(int device, const EventConfig& config,
-                                 int count) {
+                                int count) {
   return impl_->Prewarm(device, config, count);
 }
 
 PrewarmTicket EventPool::PrewarmAsync(int device, const EventConfig& config,
-                                       int count) {
+                                      int count) {
   return impl_->PrewarmAsync(device, config, count);
 }
 
@@ -60,7 +59,7 @@ void EventPool::Trim(int device) {
 }
 EventPoolStats EventPool::GetStats() const { return impl_->GetStats(); }
 EventPoolStats EventPool::GetStats(int device,
-                                     const EventConfig& config) const {
+                                   const EventConfig& config) const {
   return impl_->GetStats(device, config);
 }
 std::vector<OutstandingLease> EventPool::GetOutstandingLeases() const {

@@ -1,19 +1,19 @@
 // Fault classes travel as a status payload; see gpupool/backend.h.
 
 #include <iterator>
-#include "absl/types/optional.h"
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
+#include "absl/types/optional.h"
 #include "gpupool/backend.h"
 
 namespace gpupool {
 namespace {
 
 constexpr absl::string_view kFaultNames[] = {
-    "kNone",   "kNotReady", "kResource", "kDevice",
+    "kNone",        "kNotReady", "kResource", "kDevice",
     "kOutOfMemory", "kShutdown", "kCaller"};
 
 Fault InferFromCode(absl::StatusCode code) {

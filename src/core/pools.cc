@@ -19,8 +19,8 @@ absl::StatusOr<std::unique_ptr<Pools>> Pools::Create(
   absl::StatusOr<int> devices = backend->DeviceCount();
   if (!devices.ok()) return devices.status();
   if (*devices <= 0) {
-    return absl::UnavailableError(absl::StrCat(
-        std::string(backend->name()), " backend reports no device"));
+    return absl::UnavailableError(absl::StrCat(std::string(backend->name()),
+                                               " backend reports no device"));
   }
   auto health = std::make_shared<DeviceHealth>(*devices);
   return std::unique_ptr<Pools>(

@@ -56,7 +56,8 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
     if (backend.ok()) {
       absl::StatusOr<int> count = (*backend)->DeviceCount();
       if (count.ok() && *count > 0) return backend;
-      status = count.ok() ? absl::UnavailableError("0 devices") : count.status();
+      status =
+          count.ok() ? absl::UnavailableError("0 devices") : count.status();
     }
     reasons.push_back(absl::StrCat(name, ": ", status.message()));
   }

@@ -17,10 +17,10 @@ int main() {
   }
   const gpupool::StreamPoolStats stats = pool.GetStats();
   if (stats.created != 1 || stats.reused != 9) return 2;
-  std::printf("install consumer: ok (created=%lld reused=%lld, cuda=%d hip=%d)\n",
-              static_cast<long long>(stats.created),
-              static_cast<long long>(stats.reused),
-              gpupool::CudaBackendBuilt() ? 1 : 0,
-              gpupool::HipBackendBuilt() ? 1 : 0);
+  std::printf(
+      "install consumer: ok (created=%lld reused=%lld, cuda=%d hip=%d)\n",
+      static_cast<long long>(stats.created),
+      static_cast<long long>(stats.reused), gpupool::CudaBackendBuilt() ? 1 : 0,
+      gpupool::HipBackendBuilt() ? 1 : 0);
   return 0;
 }
