@@ -403,6 +403,48 @@ TEST_F(AllocationCacheSimTest, ReadyEventsGoBackToTheEventPool) {
   EXPECT_LE(sim_.events_created(), 2);
 }
 
+// A same-stream cycle keeps the block's ready event and re-records it at the
+// next release: one EventRecord per cycle, no EventPool round trip (no
+// acquire, no validating query, no return). The event still guards the
+// block for other streams.
+TEST_F(AllocationCacheSimTest, SameStreamReuseReRecordsItsOwnReadyEvent) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache->Allocate(0, 4096, MemoryKind::kDevice, a);
+    ASSERT_THAT(allocation, IsOk());
+    if (i == 0) block = allocation->data();
+    EXPECT_EQ(allocation->data(), block);
+    sim_.SubmitWork(a, absl::InfiniteDuration());  // never completes alone
+  }
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord), 50);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), 0);
+  EXPECT_EQ(sim_.events_created(), 1);
+  const EventPoolStats event_stats = events_->GetStats();
+  EXPECT_EQ(event_stats.acquired, 1);
+  EXPECT_EQ(event_stats.in_use, 1);
+  // A's work is still pending: B must not get the block ...
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, 4096, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  // ... until it completed; then its event goes back to the EventPool.
+  sim_.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache->Allocate(0, 4096, MemoryKind::kDevice, b);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->data(), block);
+  EXPECT_EQ(events_->GetStats().in_use, 0);
+  later->Release();
+  on_b->Release();
+  sim_.CompleteAllWork();
+  cache.reset();
+  EXPECT_EQ(events_->GetStats().in_use, 0);
+}
+
 // --- caps and Trim -----------------------------------------------------------
 
 TEST_F(AllocationCacheSimTest, CapFreesReleasesBeyondIt) {

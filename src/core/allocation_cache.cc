@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -162,9 +163,10 @@ class AllocationCacheCore
     }
     DeleteBlocks(stale);
     if (block != nullptr) {
-      // Consumed: the new work is ordered after them. Back to the EventPool,
-      // outside our lock (the leased block is ours alone).
-      block->events.clear();
+      // A same-stream hit keeps its ready events (already consumed: the new
+      // work is ordered after them) as spares that the next release
+      // re-records, instead of a round trip through the EventPool per
+      // cycle. A ready block has none.
       return MakeLease(block);
     }
 
@@ -680,16 +682,23 @@ class AllocationCacheCore
     return chosen;
   }
 
-  // Records a ready event from the EventPool on every stream that used the
-  // block. kIdle: recorded (or nothing to record); the block is cacheable.
+  // Records a ready event on every stream that used the block: one of the
+  // block's spare events (kept from a same-stream hit) when it has any, else
+  // one from the EventPool. Re-recording an event is allowed whatever its
+  // previous record's state, and nothing else waits on these. kIdle:
+  // recorded (or nothing to record); the block is cacheable. Unused spares
+  // go back to the EventPool.
   Outcome RecordReadyEvents(AllocationBlock* block) {
     const int device = block->device;
+    absl::InlinedVector<PooledEvent, 1> spares = std::move(block->events);
     block->events.clear();
     block->release_stream = nullptr;
     NativeStream single_stream = nullptr;
     for (NativeStream stream : block->uses) {
-      absl::StatusOr<PooledEvent> event = events_.Acquire(
-          device, options_.event_config, SourceLocation::Internal());
+      absl::StatusOr<PooledEvent> event =
+          spares.empty() ? events_.Acquire(device, options_.event_config,
+                                           SourceLocation::Internal())
+                         : TakeSpare(&spares);
       absl::Status status = event.status();
       if (event.ok()) {
         status = backend_.RecordEvent(device, event->get(), stream);
@@ -720,6 +729,12 @@ class AllocationCacheCore
     }
     if (block->events.size() == 1) block->release_stream = single_stream;
     return block->events.empty() ? Outcome::kIdle : Outcome::kPending;
+  }
+
+  static PooledEvent TakeSpare(absl::InlinedVector<PooledEvent, 1>* spares) {
+    PooledEvent event = std::move(spares->back());
+    spares->pop_back();
+    return event;
   }
 
   // kIdle when every event of `block` completed (then they go back to the
