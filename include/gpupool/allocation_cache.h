@@ -9,11 +9,13 @@
 //     < 20% of the block); finding a request's class is O(1). Requests above
 //     `max_cached_block_bytes` go straight to the runtime and back.
 //   * stream-ordered safety: a block remembers the streams it was used on
-//     (Allocate's stream plus RecordUse). On release a ready event from the
-//     EventPool is recorded on each of them. The block is handed out at once
-//     to a request on the same single stream, and to any other stream only
-//     once all its events completed — or, with CrossStreamPolicy::
-//     kWaitOnStream, by making the new stream wait on them (no host sync).
+//     (Allocate's stream plus RecordUse). On release a ready event is
+//     recorded on each of them (from the EventPool, or one the block kept
+//     from a same-stream hit: a same-stream cycle costs one record). The
+//     block is handed out at once to a request on the same single stream,
+//     and to any other stream only once all its events completed — or, with
+//     CrossStreamPolicy::kWaitOnStream, by making the new stream wait on
+//     them (no host sync).
 //   * caps: at most `max_cached_bytes` cached per device; Trim(device, keep).
 //   * OOM chain: a runtime out-of-memory frees the cached blocks of that
 //     device and kind (waiting for their pending work), retries once, then
