@@ -6,3 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh
 cmake --workflow --preset default
+# The fault-injection matrix prints its coverage into the test log; show it
+# (and fail if the matrix did not run).
+grep -a -h "fault matrix coverage" build/default/Testing/Temporary/LastTest.log
