@@ -296,13 +296,7 @@ class AllocationCacheCore
       if (buffer->ptr != nullptr && bytes <= buffer->capacity) {
         existing = buffer->ptr;
       } else {
-        old = buffer->ptr;
-        if (old != nullptr) {
-          --shard.stats.stable_allocations;
-          shard.stats.bytes_stable -= static_cast<int64_t>(buffer->capacity);
-        }
-        buffer->ptr = nullptr;
-        buffer->capacity = 0;
+        old = shard.TakeStableLocked(buffer);
         buffer->busy = true;  // others wait until FinishStable is done
       }
     }
@@ -321,14 +315,7 @@ class AllocationCacheCore
     std::vector<AllocationBlock*> stale;
     {
       absl::MutexLock lock(&shard.mu);
-      StableBuffer* buffer = LockedStableBuffer(shard, name, &stale);
-      ptr = buffer->ptr;
-      if (ptr != nullptr) {
-        --shard.stats.stable_allocations;
-        shard.stats.bytes_stable -= static_cast<int64_t>(buffer->capacity);
-        buffer->ptr = nullptr;
-        buffer->capacity = 0;
-      }
+      ptr = shard.TakeStableLocked(LockedStableBuffer(shard, name, &stale));
     }
     DeleteBlocks(stale);
     if (ptr == nullptr) {
@@ -391,11 +378,7 @@ class AllocationCacheCore
         shard.TakeAllRetiringLocked(&blocks);
         for (auto& [name, buffer] : shard.stable) {
           if (buffer->ptr == nullptr || buffer->busy) continue;
-          stable.push_back(buffer->ptr);
-          --shard.stats.stable_allocations;
-          shard.stats.bytes_stable -= static_cast<int64_t>(buffer->capacity);
-          buffer->ptr = nullptr;
-          buffer->capacity = 0;
+          stable.push_back(shard.TakeStableLocked(buffer.get()));
         }
         if (!call_runtime) {
           shard.stats.blocks_leaked +=

@@ -233,13 +233,21 @@ void AllocationShard::TakeStaleLocked(uint64_t generation,
   for (auto& [name, buffer] : stable) {
     if (buffer->ptr != nullptr && !buffer->busy &&
         buffer->generation != generation) {
+      TakeStableLocked(buffer.get());
       ++stats.blocks_dropped;
-      --stats.stable_allocations;
-      stats.bytes_stable -= static_cast<int64_t>(buffer->capacity);
-      buffer->ptr = nullptr;
-      buffer->capacity = 0;
     }
   }
+}
+
+void* AllocationShard::TakeStableLocked(StableBuffer* buffer) {
+  void* ptr = buffer->ptr;
+  if (ptr != nullptr) {
+    --stats.stable_allocations;
+    stats.bytes_stable -= static_cast<int64_t>(buffer->capacity);
+  }
+  buffer->ptr = nullptr;
+  buffer->capacity = 0;
+  return ptr;
 }
 
 }  // namespace gpupool::internal

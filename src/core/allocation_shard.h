@@ -101,6 +101,12 @@ class AllocationShard {
   void AppendOutstandingLocked(std::vector<OutstandingLease>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // --- Stable buffers ------------------------------------------------------
+  // Empties `buffer` (an entry of `stable`) and uncounts what it held.
+  // Returns that memory, for the caller to free or leak, or nullptr.
+  void* TakeStableLocked(StableBuffer* buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   // --- Generations ---------------------------------------------------------
   // When the device generation (read under the lock) moved past the one last
   // seen, takes every

@@ -344,24 +344,12 @@ class KeyedPool {
         }
 
         if (source == kCreate) {
-          const absl::Time start = absl::Now();
-          absl::StatusOr<void*> created =
-              Kind::Create(*backend_, device_, config_);
-          const absl::Duration latency = absl::Now() - start;
-          if (!created.ok()) {
-            {
-              absl::MutexLock lock(&mu_);
-              --live_;
-            }
-            if (FaultOf(created.status()) == Fault::kDevice) {
-              health_->Poison(device_, created.status());
-            }
-            return created.status();
-          }
+          absl::Duration latency;
+          absl::StatusOr<void*> created = CreateInReservedSlot(&latency);
+          if (!created.ok()) return created.status();
           {
             absl::MutexLock lock(&mu_);
-            ++stats_.created;
-            stats_.create_latency.Record(latency);
+            RecordCreatedLocked(latency);
             ticket = ReserveLeaseLocked(where, /*reused=*/false);
           }
           return MakeLease(*created, ticket, generation);
@@ -483,23 +471,11 @@ class KeyedPool {
           }
           ++live_;
         }
-        const absl::Time start = absl::Now();
-        absl::StatusOr<void*> created =
-            Kind::Create(*backend_, device_, config_);
-        const absl::Duration latency = absl::Now() - start;
-        if (!created.ok()) {
-          {
-            absl::MutexLock lock(&mu_);
-            --live_;
-          }
-          if (FaultOf(created.status()) == Fault::kDevice) {
-            health_->Poison(device_, created.status());
-          }
-          return created.status();
-        }
+        absl::Duration latency;
+        absl::StatusOr<void*> created = CreateInReservedSlot(&latency);
+        if (!created.ok()) return created.status();
         absl::MutexLock lock(&mu_);
-        ++stats_.created;
-        stats_.create_latency.Record(latency);
+        RecordCreatedLocked(latency);
         idle_.push_back(Entry{*created, generation});
       }
     }
@@ -756,6 +732,32 @@ class KeyedPool {
           return;
         }
       }
+    }
+
+    // Creates a handle for a live slot the caller has reserved (`++live_`).
+    // On failure the slot is given back and a sticky fault poisons the
+    // device; on success the caller records it with RecordCreatedLocked.
+    absl::StatusOr<void*> CreateInReservedSlot(absl::Duration* latency)
+        ABSL_LOCKS_EXCLUDED(mu_) {
+      const absl::Time start = absl::Now();
+      absl::StatusOr<void*> created = Kind::Create(*backend_, device_, config_);
+      *latency = absl::Now() - start;
+      if (!created.ok()) {
+        {
+          absl::MutexLock lock(&mu_);
+          --live_;
+        }
+        if (FaultOf(created.status()) == Fault::kDevice) {
+          health_->Poison(device_, created.status());
+        }
+      }
+      return created;
+    }
+
+    void RecordCreatedLocked(absl::Duration latency)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      ++stats_.created;
+      stats_.create_latency.Record(latency);
     }
 
     void Destroy(void* handle, bool faulty) {
