@@ -5,8 +5,6 @@
 
 #include "gpupool/allocation_cache.h"
 
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +35,7 @@
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
 #include "src/core/process_state.h"
+#include "tests/fork_util.h"
 #include "tests/test_util.h"
 
 namespace gpupool {
@@ -44,6 +43,7 @@ namespace {
 
 using ::gpupool::testing::IsOk;
 using ::gpupool::testing::MakeTestBackend;
+using ::gpupool::testing::RunInForkedChild;
 using ::gpupool::testing::StatusIs;
 using ::gpupool::testing::StrictSimOptions;
 using ::testing::AllOf;
@@ -963,19 +963,6 @@ int ExitSequenceChild() {
 TEST(AllocationCacheLifecycleTest, ExitFreesCachedBlocksThenLeaks) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(std::exit(ExitSequenceChild()), ::testing::ExitedWithCode(0), "");
-}
-
-template <typename Fn>
-int RunInForkedChild(Fn child) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    alarm(10);  // a deadlock in the child ends as SIGALRM, not a hang
-    _exit(child());
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
 }
 
 TEST_F(AllocationCacheSimTest, ForkedChildRefusesAndLeaksWithoutCalls) {

@@ -14,8 +14,6 @@
 //     out: streams, events and allocations are dropped on release without a
 //     runtime call, and the new generation never sees an old handle.
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,6 +35,7 @@
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
 #include "tests/checking_backend.h"
+#include "tests/fork_util.h"
 #include "tests/lifecycle/static_holder.h"
 #include "tests/test_util.h"
 
@@ -44,6 +43,8 @@ namespace gpupool {
 namespace {
 
 using ::gpupool::testing::IsOk;
+using ::gpupool::testing::kChildHung;
+using ::gpupool::testing::RunInForkedChild;
 using ::gpupool::testing::StatusIs;
 using ::gpupool::testing::StrictSimOptions;
 using ::testing::HasSubstr;
@@ -205,31 +206,6 @@ TEST(LifecycleEdgesDeathTest, ExitStopsAnAsyncPrewarmAndDestroysWhatItMade) {
 
 // --- fork while other threads hold shard locks
 // -------------------------------------
-
-// Runs `child` in a fork()ed child; returns its exit code, 128+signal, or
-// kChildHung when it did not finish within 20 s (then it is killed). The
-// watchdog is the parent's: a child can hang inside fork() itself, before any
-// code of its own runs.
-constexpr int kChildHung = 255;
-
-template <typename Fn>
-int RunInForkedChild(Fn child) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(child());
-  int status = 0;
-  for (int waited_ms = 0;; waited_ms += 5) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 || waited_ms >= 20000) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return kChildHung;
-    }
-    usleep(5000);
-  }
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
 
 // Parent threads hammering every pool (and so Abseil's mutexes) while the
 // test forks, so that some fork lands while one of them holds a shard lock,

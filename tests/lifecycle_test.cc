@@ -1,8 +1,6 @@
 // Process lifetime: exit with pools alive (atexit drain, then leak) and
 // fork (the child refuses and leaks inherited handles without locks).
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,12 +15,14 @@
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
+#include "tests/fork_util.h"
 #include "tests/test_util.h"
 
 namespace gpupool {
 namespace {
 
 using ::gpupool::testing::IsOk;
+using ::gpupool::testing::RunInForkedChild;
 using ::gpupool::testing::StrictSimOptions;
 
 // --- exit --------------------------------------------------------------------
@@ -83,31 +83,6 @@ TEST(LifecycleDeathTest, ExitFromAnotherThreadDrainsThenLeaks) {
 }
 
 // --- fork --------------------------------------------------------------------
-// Runs `child` in a fork()ed child; returns its exit code, 128+signal, or
-// kChildHung when it did not finish within 20 s (then it is killed). The
-// watchdog is the parent's: a child can hang inside fork() itself, before
-// any code of its own (e.g. an alarm()) runs.
-constexpr int kChildHung = 255;
-
-template <typename Fn>
-int RunInForkedChild(Fn child) {
-  const pid_t pid = fork();
-  if (pid == 0) _exit(child());
-  int status = 0;
-  for (int waited_ms = 0;; waited_ms += 5) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 || waited_ms >= 20000) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return kChildHung;
-    }
-    usleep(5000);
-  }
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
-}
-
 TEST(LifecycleTest, ForkedChildRefusesAndLeaksInheritedHandles) {
   SimBackend sim(StrictSimOptions(2));
   StreamPool pool(sim);
