@@ -42,7 +42,6 @@ namespace gpupool {
 namespace {
 
 using ::gpupool::testing::IsOk;
-using ::gpupool::testing::MakeTestBackend;
 using ::gpupool::testing::RunInForkedChild;
 using ::gpupool::testing::StatusIs;
 using ::gpupool::testing::StrictSimOptions;
@@ -57,21 +56,17 @@ constexpr size_t kMiB = size_t{1} << 20;
 // ===========================================================================
 
 class AllocationCacheConformanceTest
-    : public ::testing::TestWithParam<std::string> {
+    : public ::gpupool::testing::BackendParamTest {
  protected:
+  AllocationCacheConformanceTest() : BackendParamTest(/*sim_devices=*/2) {}
+
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Backend>> backend =
-        MakeTestBackend(GetParam(), /*sim_devices=*/2);
-    if (!backend.ok()) {
-      GTEST_SKIP() << GetParam()
-                   << " backend unavailable: " << backend.status();
-    }
-    backend_ = *std::move(backend);
+    BackendParamTest::SetUp();
+    if (IsSkipped()) return;
     events_ = std::make_unique<EventPool>(*backend_);
   }
   void TearDown() override { events_.reset(); }
 
-  std::unique_ptr<Backend> backend_;
   std::unique_ptr<EventPool> events_;
 };
 

@@ -19,24 +19,11 @@ namespace gpupool {
 namespace {
 
 using ::gpupool::testing::IsOk;
-using ::gpupool::testing::MakeTestBackend;
 using ::gpupool::testing::StatusIs;
 using ::gpupool::testing::StrictSimOptions;
 using ::testing::HasSubstr;
 
-class EventPoolConformanceTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Backend>> backend =
-        MakeTestBackend(GetParam());
-    if (!backend.ok()) {
-      GTEST_SKIP() << GetParam()
-                   << " backend unavailable: " << backend.status();
-    }
-    backend_ = *std::move(backend);
-  }
-  std::unique_ptr<Backend> backend_;
-};
+class EventPoolConformanceTest : public ::gpupool::testing::BackendParamTest {};
 
 TEST_P(EventPoolConformanceTest, RecordQueryReleaseCyclesCreateEachEventOnce) {
   StreamPool streams(*backend_);

@@ -21,24 +21,17 @@ namespace gpupool {
 namespace {
 
 using ::gpupool::testing::IsOk;
-using ::gpupool::testing::MakeTestBackend;
 using ::gpupool::testing::StatusIs;
 using ::testing::HasSubstr;
 
-class StreamPoolConformanceTest : public ::testing::TestWithParam<std::string> {
+class StreamPoolConformanceTest : public ::gpupool::testing::BackendParamTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Backend>> backend =
-        MakeTestBackend(GetParam());
-    if (!backend.ok()) {
-      GTEST_SKIP() << GetParam()
-                   << " backend unavailable: " << backend.status();
-    }
-    backend_ = *std::move(backend);
+    BackendParamTest::SetUp();
+    if (IsSkipped()) return;
     devices_ = std::min(4, *backend_->DeviceCount());
   }
 
-  std::unique_ptr<Backend> backend_;
   int devices_ = 0;
 };
 

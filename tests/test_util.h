@@ -6,6 +6,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -72,6 +73,30 @@ inline absl::StatusOr<std::unique_ptr<Backend>> MakeTestBackend(
   if (!count.ok()) return count.status();
   return backend;
 }
+
+// A suite run once per backend name ("sim", "cuda", "hip"): SetUp makes
+// `backend_`, or skips with the runtime's reason when it has no device here.
+// A subclass that extends SetUp calls this one first and returns if
+// IsSkipped().
+class BackendParamTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  explicit BackendParamTest(int sim_devices = 4) : sim_devices_(sim_devices) {}
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> backend =
+        MakeTestBackend(GetParam(), sim_devices_);
+    if (!backend.ok()) {
+      GTEST_SKIP() << GetParam()
+                   << " backend unavailable: " << backend.status();
+    }
+    backend_ = *std::move(backend);
+  }
+
+  std::unique_ptr<Backend> backend_;
+
+ private:
+  const int sim_devices_;
+};
 
 }  // namespace gpupool::testing
 
