@@ -57,15 +57,7 @@ for suite in $suites; do
     "${extra[@]}"
 done
 
-# Debian's python3-matplotlib belongs to /usr/bin/python3 (see run_demo.sh).
-python=""
-for candidate in python3 /usr/bin/python3; do
-  if command -v "$candidate" >/dev/null 2>&1 &&
-     "$candidate" -c 'import matplotlib' >/dev/null 2>&1; then
-    python="$candidate"
-    break
-  fi
-done
+python="$(tools/matplotlib_python.sh || true)"
 if [[ -z "$python" ]]; then
   python3 tools/plot_benchmarks.py --summary --no_plots "$dest"/*.json
   echo "plot skipped: matplotlib is not installed (tools/install_deps.sh python3-matplotlib)"

@@ -32,16 +32,7 @@ cmake --build --preset release --target gpupool_demo
 
 build/release/examples/client_lifecycle/gpupool_demo --out_dir="$out_dir" "$@"
 
-# Debian's python3-matplotlib belongs to /usr/bin/python3, which another
-# python3 earlier on PATH (pyenv, a venv) cannot import.
-python=""
-for candidate in python3 /usr/bin/python3; do
-  if command -v "$candidate" >/dev/null 2>&1 &&
-     "$candidate" -c 'import matplotlib' >/dev/null 2>&1; then
-    python="$candidate"
-    break
-  fi
-done
+python="$(tools/matplotlib_python.sh || true)"
 if [[ -z "$python" ]]; then
   echo "plot skipped: matplotlib is not installed (tools/install_deps.sh python3-matplotlib)"
   exit 0
