@@ -280,7 +280,7 @@ class KeyedPool {
    public:
     Shard(Backend* backend, std::shared_ptr<DeviceHealth> health,
           const PoolOptions& options, int device, Config config,
-          uint64_t fork_epoch)
+          uint64_t fork_epoch, bool resettable_attributes)
         : backend_(backend),
           health_(std::move(health)),
           options_(options),
@@ -288,8 +288,7 @@ class KeyedPool {
           config_(std::move(config)),
           fork_epoch_(fork_epoch),
           lease_prefix_(NextShardIndex() << 40),
-          resettable_attributes_(
-              Kind::HasResettableAttributes(*backend, device)) {}
+          resettable_attributes_(resettable_attributes) {}
 
     int device() const override { return device_; }
     const void* config() const override { return &config_; }
@@ -860,11 +859,15 @@ class KeyedPool {
       if (it != slot.shards.end()) shard = it->second.get();
     }
     if (shard == nullptr) {
+      // Asked before the lock: on CUDA the first answer per device reads a
+      // device attribute, and no runtime call is made under a pool lock.
+      const bool resettable = Kind::HasResettableAttributes(backend_, device);
       MutexLock lock(&slot.mu);
       auto [it, inserted] = slot.shards.try_emplace(config);
       if (inserted) {
-        it->second = std::make_shared<Shard>(&backend_, health_, options_,
-                                             device, config, fork_epoch_);
+        it->second =
+            std::make_shared<Shard>(&backend_, health_, options_, device,
+                                    config, fork_epoch_, resettable);
       }
       shard = it->second.get();
     }
