@@ -50,6 +50,10 @@ class ABSL_LOCKABLE Mutex {
     // The caller holds mu_; the condition variable needs it as a unique_lock
     // for the duration of the wait only.
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    // Blocking releases the lock: like an Unlock, it must let the other
+    // waiters re-check, since this thread may have changed what they wait
+    // for. Only now: waking up and re-evaluating changes nothing.
+    if (waiters_ != 0) changed_.notify_all();
     ++waiters_;
     bool holds = false;
     while (!(holds = condition.Eval())) {
