@@ -274,9 +274,13 @@ class KeyedPool {
 
  private:
   // One (device, config): idle LIFO, draining list, counters. Outlives the
-  // pool while leases are out (they hold it), then is closed.
-  class Shard final : public LeaseOwner,
-                      public std::enable_shared_from_this<Shard> {
+  // pool while leases are out (they hold it), then is closed. Cache-line
+  // aligned: shards of different devices are used by different threads,
+  // and each one's lock, lists and (make_shared) reference count are
+  // written on every hit; sharing a line with a neighbour's would make two
+  // threads on two devices slow each other down.
+  class alignas(64) Shard final : public LeaseOwner,
+                                  public std::enable_shared_from_this<Shard> {
    public:
     Shard(Backend* backend, std::shared_ptr<DeviceHealth> health,
           const PoolOptions& options, int device, Config config,
@@ -819,7 +823,7 @@ class KeyedPool {
     std::vector<uint32_t> free_sites_ ABSL_GUARDED_BY(mu_);
   };
 
-  struct DeviceSlot {
+  struct alignas(64) DeviceSlot {
     mutable Mutex mu;
     absl::flat_hash_map<Config, std::shared_ptr<Shard>> shards
         ABSL_GUARDED_BY(mu);
