@@ -37,6 +37,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -60,9 +61,11 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/prewarm.h"
 #include "gpupool/source_location.h"
+#include "src/core/lease_ids.h"
 #include "src/core/mutex.h"
 #include "src/core/prewarm_state.h"
 #include "src/core/process_state.h"
+#include "src/core/stale_handles.h"
 
 namespace gpupool::internal {
 
@@ -91,12 +94,6 @@ inline Check CheckFor(const absl::Status& status) {
     default:
       return {Disposition::kDestroy, status};
   }
-}
-
-// Unique across every shard of every pool in the process.
-inline uint64_t NextShardIndex() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 inline absl::Status ForkedError(absl::string_view what) {
@@ -206,14 +203,23 @@ class KeyedPool {
       return ticket;
     }
     std::shared_ptr<Shard> owned = (*shard)->shared_from_this();
-    MutexLock lock(&prewarm_->mu);
-    if (prewarm_->stopped) {
-      state->Finish(ExitingError());
-      return ticket;
+    std::thread finished;  // a worker that ran out of jobs, joined below
+    {
+      MutexLock lock(&prewarm_->mu);
+      if (prewarm_->stopped) {
+        state->Finish(ExitingError());
+        return ticket;
+      }
+      prewarm_->jobs.push_back([this, owned, state, count] {
+        state->Finish(owned->Prewarm(count, &stop_prewarm_));
+      });
+      if (!prewarm_->running) {
+        finished = std::move(prewarm_->worker);
+        prewarm_->worker = std::thread([this] { RunPrewarms(); });
+        prewarm_->running = true;
+      }
     }
-    prewarm_->threads.emplace_back([this, owned, state, count] {
-      state->Finish(owned->Prewarm(count, &stop_prewarm_));
-    });
+    if (finished.joinable()) finished.join();
     return ticket;
   }
 
@@ -291,7 +297,6 @@ class KeyedPool {
           device_(device),
           config_(std::move(config)),
           fork_epoch_(fork_epoch),
-          lease_prefix_(NextShardIndex() << 40),
           resettable_attributes_(resettable_attributes) {}
 
     int device() const override { return device_; }
@@ -311,27 +316,29 @@ class KeyedPool {
           DropStale();
           return health_->CheckHealthy(device_);
         }
-        const uint64_t generation = health_->generation(device_);
+        uint64_t generation = 0;
         enum { kIdle, kDrained, kCreate } source;
         Entry entry;
         Ticket ticket;
         {
           MutexLock lock(&mu_);
           if (closed_) return ClosedError();
-          DropStaleLocked(generation);
+          generation = CurrentGenerationLocked();
           // A reused handle is counted as leased in this same critical
           // section (one lock per hit); a failed validation undoes it.
           if (!idle_.empty()) {
             entry = idle_.back();
             idle_.pop_back();
             source = kIdle;
-            ticket = ReserveLeaseLocked(where, /*reused=*/true);
+            ticket = ReserveLeaseLocked(where, /*reused=*/true,
+                                        options_.validate_on_acquire);
           } else if (!draining_.empty() &&
                      drain_checks < options_.drain_checks_per_acquire) {
             entry = draining_.front();
             draining_.pop_front();
             source = kDrained;
-            ticket = ReserveLeaseLocked(where, /*reused=*/true);
+            ticket = ReserveLeaseLocked(where, /*reused=*/true,
+                                        /*validating=*/true);
             ++drain_checks;
           } else if (options_.max_live_per_key <= 0 ||
                      live_ < options_.max_live_per_key) {
@@ -389,13 +396,17 @@ class KeyedPool {
             continue;
           }
         }
-        if (entry.generation != health_->generation(device_)) {
-          // Poisoned or recovered while we validated: never hand it out.
+        if (ticket.validating ||
+            entry.generation != health_->generation(device_)) {
           MutexLock lock(&mu_);
-          UndoReservationLocked(ticket);
-          --live_;
-          ++stats_.dropped;
-          continue;
+          if (entry.generation != health_->generation(device_)) {
+            // Poisoned or recovered while we validated: never hand it out.
+            UndoReservationLocked(ticket);
+            --live_;
+            ++stats_.dropped;
+            continue;
+          }
+          ConfirmLeaseLocked(ticket);
         }
         return MakeLease(entry.handle, ticket, entry.generation);
       }
@@ -403,7 +414,6 @@ class KeyedPool {
 
     void Return(void* handle, uint64_t lease_id, uint32_t site,
                 uint64_t generation, bool discard) override {
-      const Ticket ticket{lease_id, site};
       // A forked child must take no lock and make no runtime call. Nor may
       // it destroy this shard (the lease may hold the last reference, its
       // pool gone): it holds the health, whose ~absl::Mutex takes a
@@ -413,61 +423,16 @@ class KeyedPool {
         new std::shared_ptr<Shard>(this->shared_from_this());  // NOLINT: leak
         return;
       }
-      // Screened without the lock (re-checked under it below): after the
-      // pool was destroyed (closed) or exit began, never touch the runtime;
-      // a handle of an older generation belongs to a dead context.
-      if (closed_flag_.load(std::memory_order_acquire) || ProcessIsExiting() ||
-          generation != health_->generation(device_)) {
-        MutexLock lock(&mu_);
-        ForgetLocked(ticket, generation);
-        return;
+      // Counted before the closed screening below and Close sets closed_flag_
+      // before it waits for the count to reach zero (both sequentially
+      // consistent): either this return sees the pool closed and makes no
+      // runtime call, or Close waits until it is done with the backend.
+      returns_in_flight_.fetch_add(1, std::memory_order_seq_cst);
+      ReturnInFlight(handle, Ticket{lease_id, site}, generation, discard);
+      if (returns_in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          closed_flag_.load(std::memory_order_seq_cst)) {
+        MutexLock lock(&mu_);  // its release wakes Close's wait
       }
-      if (discard) {
-        {
-          MutexLock lock(&mu_);
-          FinishLeaseLocked(ticket);
-        }
-        Destroy(handle, /*faulty=*/true);
-        return;
-      }
-      // One validating call: the query. Its failure is also how a capturing
-      // stream shows (the query of a capturing stream is refused), so the
-      // capture is examined only then; attributes are reset only where the
-      // backend has any.
-      absl::Status query = Kind::Query(*backend_, device_, handle);
-      Check check;
-      if (!query.ok() && FaultOf(query) != Fault::kNotReady) {
-        check = Kind::CheckFailedQuery(*backend_, device_, handle, query);
-      } else if (resettable_attributes_) {
-        check = Kind::ResetAttributes(*backend_, device_, handle);
-      }
-      if (check.disposition != Disposition::kProceed) {
-        {
-          MutexLock lock(&mu_);
-          FinishLeaseLocked(ticket);
-        }
-        Dispose(handle, check, /*faulty=*/true);
-        return;
-      }
-      {
-        MutexLock lock(&mu_);
-        if (closed_ || ProcessIsExiting() ||
-            generation != health_->generation(device_)) {
-          ForgetLocked(ticket, generation);
-          return;
-        }
-        FinishLeaseLocked(ticket);
-        if (static_cast<int>(idle_.size() + draining_.size()) <
-            options_.max_idle_per_key) {
-          if (query.ok()) {
-            idle_.push_back(Entry{handle, generation});
-          } else {
-            draining_.push_back(Entry{handle, generation});
-          }
-          return;
-        }
-      }
-      Destroy(handle, /*faulty=*/false);
     }
 
     // Creates handles until `count` are idle, bounded by the caps.
@@ -478,11 +443,11 @@ class KeyedPool {
         }
         absl::Status healthy = health_->CheckHealthy(device_);
         if (!healthy.ok()) return healthy;
-        const uint64_t generation = health_->generation(device_);
+        uint64_t generation = 0;
         {
           MutexLock lock(&mu_);
           if (closed_) return ClosedError();
-          DropStaleLocked(generation);
+          generation = CurrentGenerationLocked();
           const int held = static_cast<int>(idle_.size());
           if (held >= count || held >= options_.max_idle_per_key ||
               (options_.max_live_per_key > 0 &&
@@ -545,7 +510,7 @@ class KeyedPool {
       {
         MutexLock lock(&mu_);
         closed_ = true;
-        closed_flag_.store(true, std::memory_order_release);
+        closed_flag_.store(true, std::memory_order_seq_cst);
         handles.swap(idle_);
         handles.insert(handles.end(), draining_.begin(), draining_.end());
         draining_.clear();
@@ -562,13 +527,20 @@ class KeyedPool {
           ++(call_runtime ? stats_.dropped : stats_.leaked);
         }
       }
+      // A lease returned concurrently may still be in a runtime call: the
+      // backend must outlive only the pool, so wait for it here.
+      MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Shard::NoReturnInFlight));
+    }
+
+    bool NoReturnInFlight() const {
+      return returns_in_flight_.load(std::memory_order_seq_cst) == 0;
     }
 
     // Drops (without runtime calls) handles of an older device generation.
     void DropStale() {
-      const uint64_t generation = health_->generation(device_);
       MutexLock lock(&mu_);
-      DropStaleLocked(generation);
+      CurrentGenerationLocked();
     }
 
     PoolStats Stats() const {
@@ -606,6 +578,7 @@ class KeyedPool {
     struct Ticket {
       uint64_t id = 0;
       uint32_t site = kNoSite;
+      bool validating = false;  // reserved, not yet confirmed as out
     };
     // An outstanding lease's acquire site; lease_id 0: a free slot.
     struct Site {
@@ -613,35 +586,84 @@ class KeyedPool {
       SourceLocation where;
     };
 
+    void ReturnInFlight(void* handle, const Ticket& ticket, uint64_t generation,
+                        bool discard) {
+      // Screened without the lock (re-checked under it below): after the
+      // pool was destroyed (closed) or exit began, never touch the runtime;
+      // a handle of an older generation belongs to a dead context.
+      if (closed_flag_.load(std::memory_order_seq_cst) || ProcessIsExiting() ||
+          generation != health_->generation(device_)) {
+        MutexLock lock(&mu_);
+        ForgetLocked(ticket, generation);
+        return;
+      }
+      if (discard) {
+        {
+          MutexLock lock(&mu_);
+          FinishLeaseLocked(ticket);
+        }
+        Destroy(handle, /*faulty=*/true);
+        return;
+      }
+      // One validating call: the query. Its failure is also how a capturing
+      // stream shows (the query of a capturing stream is refused), so the
+      // capture is examined only then; attributes are reset only where the
+      // backend has any.
+      absl::Status query = Kind::Query(*backend_, device_, handle);
+      Check check;
+      if (!query.ok() && FaultOf(query) != Fault::kNotReady) {
+        check = Kind::CheckFailedQuery(*backend_, device_, handle, query);
+      } else if (resettable_attributes_) {
+        check = Kind::ResetAttributes(*backend_, device_, handle);
+      }
+      if (check.disposition != Disposition::kProceed) {
+        {
+          MutexLock lock(&mu_);
+          FinishLeaseLocked(ticket);
+        }
+        Dispose(handle, check, /*faulty=*/true);
+        return;
+      }
+      {
+        MutexLock lock(&mu_);
+        if (closed_ || ProcessIsExiting() ||
+            generation != health_->generation(device_)) {
+          ForgetLocked(ticket, generation);
+          return;
+        }
+        FinishLeaseLocked(ticket);
+        if (static_cast<int>(idle_.size() + draining_.size()) <
+            options_.max_idle_per_key) {
+          if (query.ok()) {
+            idle_.push_back(Entry{handle, generation});
+          } else {
+            draining_.push_back(Entry{handle, generation});
+          }
+          return;
+        }
+      }
+      Destroy(handle, /*faulty=*/false);
+    }
+
     absl::Status ClosedError() const {
       return absl::FailedPreconditionError(
           absl::StrCat(Kind::kName, " pool was destroyed"));
     }
 
-    // Handles of an older generation belong to a dead (or reset) context:
-    // forget them without calling the runtime.
-    void DropStaleLocked(uint64_t generation)
-        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      if (generation == seen_generation_) return;
+    // The device's generation, read under the lock: generations only grow
+    // and every reader takes this lock, so no thread can act on a generation
+    // older than one another thread already acted on. Handles of an older
+    // generation belong to a dead (or reset) context: forgotten here without
+    // calling the runtime.
+    uint64_t CurrentGenerationLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      const uint64_t generation = health_->generation(device_);
+      if (generation <= seen_generation_) return seen_generation_;
       seen_generation_ = generation;
-      const int64_t dropped = EraseOtherGenerations(idle_, generation) +
-                              EraseOtherGenerations(draining_, generation);
+      const int64_t dropped = EraseOlderGenerations(idle_, generation) +
+                              EraseOlderGenerations(draining_, generation);
       live_ -= dropped;
       stats_.dropped += dropped;
-    }
-
-    template <typename List>
-    static int64_t EraseOtherGenerations(List& list, uint64_t generation) {
-      int64_t erased = 0;
-      for (auto it = list.begin(); it != list.end();) {
-        if (it->generation != generation) {
-          it = list.erase(it);
-          ++erased;
-        } else {
-          ++it;
-        }
-      }
-      return erased;
+      return generation;
     }
 
     // Waits until a handle is returned or capacity frees up; false once the
@@ -664,13 +686,20 @@ class KeyedPool {
 
     // Counts a lease about to be handed out and records its site in a free
     // slot of `sites_` (no hashing on the hot path).
-    Ticket ReserveLeaseLocked(SourceLocation where, bool reused)
+    // A reservation for a handle that must still be validated counts toward
+    // peak_in_use only once ConfirmLeaseLocked says it went out.
+    Ticket ReserveLeaseLocked(SourceLocation where, bool reused,
+                              bool validating = false)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      Ticket ticket{lease_prefix_ | ++lease_sequence_, kNoSite};
+      Ticket ticket{lease_ids_.Next(), kNoSite, validating};
       ++stats_.acquired;
       if (reused) ++stats_.reused;
       ++in_use_;
-      if (in_use_ > stats_.peak_in_use) stats_.peak_in_use = in_use_;
+      if (validating) {
+        ++validating_;
+      } else {
+        NotePeakLocked();
+      }
       if (options_.track_lease_sites) {
         if (free_sites_.empty()) {
           ticket.site = static_cast<uint32_t>(sites_.size());
@@ -684,9 +713,23 @@ class KeyedPool {
       return ticket;
     }
 
+    void NotePeakLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      const int out = in_use_ - validating_;
+      if (out > stats_.peak_in_use) stats_.peak_in_use = out;
+    }
+
+    // A validated reservation goes out.
+    void ConfirmLeaseLocked(Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (!ticket.validating) return;
+      ticket.validating = false;
+      --validating_;
+      NotePeakLocked();
+    }
+
     // A reserved lease whose handle failed validation: it was never out.
     void UndoReservationLocked(const Ticket& ticket)
         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (ticket.validating) --validating_;
       --stats_.acquired;
       --stats_.reused;
       FinishLeaseLocked(ticket);
@@ -800,7 +843,6 @@ class KeyedPool {
     const int device_;
     const Config config_;
     const uint64_t fork_epoch_;
-    const uint64_t lease_prefix_;
     // Asked once per shard: whether returned handles need an attribute reset.
     const bool resettable_attributes_;
 
@@ -811,7 +853,13 @@ class KeyedPool {
     // for a creation or validation in flight.
     int live_ ABSL_GUARDED_BY(mu_) = 0;
     int in_use_ ABSL_GUARDED_BY(mu_) = 0;
-    uint64_t lease_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+    LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
+    // Reserved leases whose handle is still being validated: not yet out,
+    // so not counted in peak_in_use.
+    int validating_ ABSL_GUARDED_BY(mu_) = 0;
+    // Return calls between their entry and their end: Close waits for them,
+    // so no return touches the backend once the pool's destructor returned.
+    std::atomic<int> returns_in_flight_{0};
     uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
     bool closed_ ABSL_GUARDED_BY(mu_) = false;
     // closed_, readable without the lock for Return's fast screening.
@@ -901,15 +949,34 @@ class KeyedPool {
     }
   }
 
+  // The prewarm worker: runs the queued jobs in order and ends when the
+  // queue is empty (the next PrewarmAsync starts another and joins this one).
+  // After StopPrewarms each remaining job returns Cancelled at once.
+  void RunPrewarms() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        MutexLock lock(&prewarm_->mu);
+        if (prewarm_->jobs.empty()) {
+          prewarm_->running = false;
+          return;
+        }
+        job = std::move(prewarm_->jobs.front());
+        prewarm_->jobs.pop_front();
+      }
+      job();
+    }
+  }
+
   void StopPrewarms() {
-    std::vector<std::thread> threads;
+    std::thread worker;
     {
       MutexLock lock(&prewarm_->mu);
       prewarm_->stopped = true;
-      threads.swap(prewarm_->threads);
+      worker = std::move(prewarm_->worker);
     }
     stop_prewarm_.store(true, std::memory_order_release);
-    for (std::thread& t : threads) t.join();
+    if (worker.joinable()) worker.join();
   }
 
   // At exit, while the runtime is alive: finish prewarms, destroy idle.
@@ -928,14 +995,18 @@ class KeyedPool {
   std::vector<std::unique_ptr<DeviceSlot>> slots_;
   uint64_t exit_registration_ = 0;
 
-  // Background prewarms. On the heap so that a fork()ed child can leak it
-  // (see the destructor).
-  struct PrewarmThreads {
+  // Background prewarms: one worker thread at a time per pool, draining a
+  // queue, so that a pool prewarming for the process's life holds at most
+  // one thread. On the heap so that a fork()ed child can leak it (see the
+  // destructor).
+  struct PrewarmQueue {
     Mutex mu;
-    std::vector<std::thread> threads ABSL_GUARDED_BY(mu);
+    std::deque<std::function<void()>> jobs ABSL_GUARDED_BY(mu);
+    std::thread worker ABSL_GUARDED_BY(mu);
+    bool running ABSL_GUARDED_BY(mu) = false;  // `worker` still takes jobs
     bool stopped ABSL_GUARDED_BY(mu) = false;
   };
-  std::unique_ptr<PrewarmThreads> prewarm_ = std::make_unique<PrewarmThreads>();
+  std::unique_ptr<PrewarmQueue> prewarm_ = std::make_unique<PrewarmQueue>();
   std::atomic<bool> stop_prewarm_{false};
 };
 
