@@ -58,9 +58,9 @@ struct StreamKind {
       // Still capturing (CUDA: only the thread that began a global or
       // thread-local capture may end it, else cudaErrorStreamCaptureWrong-
       // Thread). Destroying a capturing stream is undefined: leak it.
-      return {Disposition::kLeak, ended};
+      return {Reaction::kLeak, ended};
     }
-    return {Disposition::kDestroy,
+    return {Reaction::kDestroy,
             absl::FailedPreconditionError("returned while capturing")};
   }
   // Asked once per shard (a device attribute query at most, on CUDA).
