@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -265,8 +266,10 @@ class alignas(64) KeyedShard final
     return false;
   }
 
-  void ReturnInFlight(void* handle, const LeaseSites::Ticket& ticket,
-                      uint64_t generation, bool discard) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void ReturnInFlight(void* handle,
+                                                   LeaseSites::Ticket ticket,
+                                                   uint64_t generation,
+                                                   bool discard) {
     // Screened without the lock (re-checked under it below): after the pool
     // was destroyed (closed) or exit began, never touch the runtime; a
     // handle of an older generation belongs to a dead context.
