@@ -66,6 +66,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/internal/lease.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 
@@ -168,8 +169,8 @@ class PooledAllocation {
   // Stream the allocation was made on (nullptr: none).
   NativeStream stream() const { return stream_; }
   // Unique per lease for the life of the process; 0 when empty.
-  uint64_t lease_id() const { return lease_id_; }
-  explicit operator bool() const { return block_ != nullptr; }
+  uint64_t lease_id() const { return lease_.lease_id(); }
+  explicit operator bool() const { return static_cast<bool>(lease_); }
 
   // Declares that work on `stream` (of the same device) uses the memory, so
   // that its release waits for that work too. nullptr and repeats are
@@ -181,18 +182,18 @@ class PooledAllocation {
 
  private:
   friend class internal::AllocationCacheCore;
-  PooledAllocation(std::shared_ptr<internal::AllocationCacheCore> core,
-                   internal::AllocationBlock* block);
+  PooledAllocation(internal::Lease lease,
+                   const internal::AllocationBlock& block);
 
-  std::shared_ptr<internal::AllocationCacheCore> core_;
-  internal::AllocationBlock* block_ = nullptr;  // owned while non-null
+  // The same lease type as PooledStream's and PooledEvent's; its handle is
+  // the block, owned while the lease is non-empty.
+  internal::Lease lease_;
   void* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
   int device_ = -1;
   MemoryKind kind_ = MemoryKind::kDevice;
   NativeStream stream_ = nullptr;
-  uint64_t lease_id_ = 0;
 };
 
 class AllocationCache {

@@ -1,0 +1,175 @@
+// The stream-order fence of the AllocationCache on SimBackend: same-stream
+// reuse at once, other streams only after the ready events completed or with
+// a stream wait, and the ready events' round trip through the EventPool.
+
+#include "tests/allocation_cache/sim_fixture.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::IsOk;
+
+TEST_F(AllocationCacheSimTest, PendingBlockGoesToItsOwnStreamAtOnceOnly) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(on_a, IsOk());
+    EXPECT_EQ(on_a->stream(), a);
+    block = on_a->data();
+    sim_.SubmitWork(a, absl::InfiniteDuration());  // kernel using the block
+  }
+  // Stream B must not get it while A's work is pending.
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  // Neither may a request without a stream (ready for any use at once).
+  absl::StatusOr<PooledAllocation> unordered = cache->Allocate(0, kMiB);
+  ASSERT_THAT(unordered, IsOk());
+  EXPECT_NE(unordered->data(), block);
+  // Stream A gets it at once: its new work is ordered after the old.
+  {
+    absl::StatusOr<PooledAllocation> again =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(again, IsOk());
+    EXPECT_EQ(again->data(), block);
+  }
+  EXPECT_EQ(cache->GetStats().cross_stream_waits, 0);
+  // Once A's work completed, B may have it.
+  sim_.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->data(), block);
+  EXPECT_EQ(sim_.stream_wait_edges(), 0);
+  const AllocationCacheStats stats = cache->GetStats();
+  EXPECT_EQ(stats.misses, 3);
+  EXPECT_EQ(stats.hits, 2);
+}
+
+TEST_F(AllocationCacheSimTest, WaitOnStreamPolicyHandsOverWithAStreamWait) {
+  auto cache = NewCache({.cross_stream = CrossStreamPolicy::kWaitOnStream});
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(on_a, IsOk());
+    block = on_a->data();
+    sim_.SubmitWork(a, absl::InfiniteDuration());
+  }
+  const int64_t edges = sim_.stream_wait_edges();
+  const int64_t syncs = sim_.calls(SimOp::kEventSynchronize) +
+                        sim_.calls(SimOp::kStreamSynchronize);
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_EQ(on_b->data(), block);
+  EXPECT_EQ(sim_.stream_wait_edges(), edges + 1);
+  // No host synchronisation: B now carries A's pending work instead.
+  EXPECT_EQ(sim_.calls(SimOp::kEventSynchronize) +
+                sim_.calls(SimOp::kStreamSynchronize),
+            syncs);
+  EXPECT_TRUE(sim_.has_pending_work(b));
+  EXPECT_EQ(cache->GetStats().cross_stream_waits, 1);
+  EXPECT_EQ(cache->GetStats().misses, 1);
+  // The cache's destructor waits for pending work before freeing.
+  sim_.CompleteAllWork();
+}
+
+TEST_F(AllocationCacheSimTest, BlockUsedOnTwoStreamsWaitsForBoth) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache->Allocate(0, 64 * kKiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(allocation, IsOk());
+    block = allocation->data();
+    allocation->RecordUse(b);
+    allocation->RecordUse(b);        // repeats are no-ops
+    allocation->RecordUse(nullptr);  // so is nullptr
+    sim_.SubmitWork(b, absl::InfiniteDuration());
+  }
+  // Not even A may have it: B's work may still read it.
+  absl::StatusOr<PooledAllocation> on_a =
+      cache->Allocate(0, 64 * kKiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(on_a, IsOk());
+  EXPECT_NE(on_a->data(), block);
+  sim_.CompleteWork(b);
+  absl::StatusOr<PooledAllocation> after =
+      cache->Allocate(0, 64 * kKiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(after->data(), block);
+}
+
+TEST_F(AllocationCacheSimTest, ReadyEventsGoBackToTheEventPool) {
+  {
+    auto cache = NewCache();
+    NativeStream a = NewStream();
+    for (int i = 0; i < 100; ++i) {
+      {
+        absl::StatusOr<PooledAllocation> allocation =
+            cache->Allocate(0, 4096, MemoryKind::kDevice, a);
+        ASSERT_THAT(allocation, IsOk());
+        sim_.SubmitWork(a, absl::InfiniteDuration());
+      }
+      // One block, one event: each reuse handed the previous event back.
+      ASSERT_EQ(events_->GetStats().in_use, 1);
+      sim_.CompleteAllWork();
+    }
+  }
+  EXPECT_EQ(events_->GetStats().in_use, 0);
+  EXPECT_LE(sim_.events_created(), 2);
+}
+
+// A same-stream cycle keeps the block's ready event and re-records it at the
+// next release: one EventRecord per cycle, no EventPool round trip (no
+// acquire, no validating query, no return). The event still guards the
+// block for other streams.
+TEST_F(AllocationCacheSimTest, SameStreamReuseReRecordsItsOwnReadyEvent) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache->Allocate(0, 4096, MemoryKind::kDevice, a);
+    ASSERT_THAT(allocation, IsOk());
+    if (i == 0) block = allocation->data();
+    EXPECT_EQ(allocation->data(), block);
+    sim_.SubmitWork(a, absl::InfiniteDuration());  // never completes alone
+  }
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord), 50);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), 0);
+  EXPECT_EQ(sim_.events_created(), 1);
+  const EventPoolStats event_stats = events_->GetStats();
+  EXPECT_EQ(event_stats.acquired, 1);
+  EXPECT_EQ(event_stats.in_use, 1);
+  // A's work is still pending: B must not get the block ...
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, 4096, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  // ... until it completed; then its event goes back to the EventPool.
+  sim_.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache->Allocate(0, 4096, MemoryKind::kDevice, b);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->data(), block);
+  EXPECT_EQ(events_->GetStats().in_use, 0);
+  later->Release();
+  on_b->Release();
+  sim_.CompleteAllWork();
+  cache.reset();
+  EXPECT_EQ(events_->GetStats().in_use, 0);
+}
+
+}  // namespace
+}  // namespace gpupool
