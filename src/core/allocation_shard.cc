@@ -197,7 +197,9 @@ bool AllocationShard::TryAddCachedLocked(AllocationBlock* block) {
 
 bool AllocationShard::TryRestorePendingLocked(AllocationBlock* block) {
   // It was the oldest pending block of its bin and of its stream: put it
-  // back at those ends, past any cap check (it was counted before).
+  // back at those ends — within the cap, which other releases may have
+  // filled while it was out for its check.
+  if (!ReserveLocked(block->size)) return false;
   Bin& bin = bins_[block->size_class];
   bin.pending.PushFront(block);
   if (block->release_stream != nullptr) {
@@ -205,7 +207,6 @@ bool AllocationShard::TryRestorePendingLocked(AllocationBlock* block) {
   }
   ++stats_.blocks_cached;
   stats_.bytes_cached += static_cast<int64_t>(block->size);
-  device_cached_bytes_->fetch_add(block->size, std::memory_order_relaxed);
   return true;
 }
 

@@ -2,6 +2,9 @@
 // max_cached_bytes cap, Trim, retiring blocks with pending work, and
 // requests too large to cache.
 
+#include <functional>
+#include <utility>
+
 #include "tests/allocation_cache/sim_fixture.h"
 
 namespace gpupool {
@@ -154,6 +157,61 @@ TEST_F(AllocationCacheSimTest, LargeRequestsBypassTheCache) {
   // Exactly at the threshold is still cached.
   ASSERT_THAT(cache->Allocate(0, kMiB), IsOk());
   EXPECT_EQ(cache->GetStats().blocks_cached, 1);
+}
+
+// A SimBackend that runs `on_query` once, inside the next QueryEvent: another
+// thread's release landing while Allocate checks a pending block outside the
+// shard lock.
+class QueryHookSim : public SimBackend {
+ public:
+  using SimBackend::SimBackend;
+  absl::Status QueryEvent(int device, NativeEvent event) override {
+    if (std::function<void()> hook = std::exchange(on_query, nullptr)) hook();
+    return SimBackend::QueryEvent(device, event);
+  }
+  std::function<void()> on_query;
+};
+
+TEST(AllocationCacheCapTest, CheckedBlockPutBackStaysWithinTheCap) {
+  QueryHookSim sim(::gpupool::testing::StrictSimOptions(/*devices=*/1));
+  NativeStream a = *sim.CreateStream(0, {});
+  NativeStream b = *sim.CreateStream(0, {});
+  {
+    EventPool events(sim);
+    AllocationCache cache(sim, events, {.max_cached_bytes = kMiB});
+    absl::StatusOr<PooledAllocation> idle = cache.Allocate(0, kMiB);
+    ASSERT_THAT(idle, IsOk());
+    void* pending = nullptr;
+    {
+      absl::StatusOr<PooledAllocation> on_a =
+          cache.Allocate(0, kMiB, MemoryKind::kDevice, a);
+      ASSERT_THAT(on_a, IsOk());
+      pending = on_a->data();
+      sim.SubmitWork(a, absl::InfiniteDuration());
+    }
+    ASSERT_EQ(cache.GetStats(0).bytes_cached, static_cast<int64_t>(kMiB));
+    // While the pending block is out for its check, a release fills the cap.
+    sim.on_query = [&] { idle->Release(); };
+    absl::StatusOr<PooledAllocation> on_b =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, b);
+    ASSERT_THAT(on_b, IsOk());
+    EXPECT_NE(on_b->data(), pending);
+    // The still-pending block found no room: it retires (freed once A's work
+    // completes) instead of pushing the cache past max_cached_bytes.
+    AllocationCacheStats stats = cache.GetStats(0);
+    EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+    EXPECT_EQ(stats.blocks_cached, 1);
+    EXPECT_EQ(stats.blocks_retiring, 1);
+    EXPECT_EQ(stats.bytes_retiring, static_cast<int64_t>(kMiB));
+    on_b->Release();
+    sim.CompleteAllWork();
+    ASSERT_THAT(cache.Trim(), IsOk());
+    EXPECT_EQ(sim.live_allocations(0), 0);
+  }
+  EXPECT_THAT(sim.DestroyStream(0, a), IsOk());
+  EXPECT_THAT(sim.DestroyStream(0, b), IsOk());
+  EXPECT_EQ(sim.misuse_count(), 0);
+  EXPECT_THAT(sim.CheckNoLeaks(), IsOk());
 }
 
 }  // namespace
