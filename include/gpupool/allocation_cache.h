@@ -15,7 +15,8 @@
 //     block is handed out at once to a request on the same single stream,
 //     and to any other stream only once all its events completed — or, with
 //     CrossStreamPolicy::kWaitOnStream, by making the new stream wait on
-//     them (no host sync).
+//     them (no host sync). A release never waits for the EventPool: when a
+//     bounded pool has no event free, it synchronizes the stream instead.
 //   * caps: at most `max_cached_bytes` cached per device; Trim(device, keep).
 //   * OOM chain: a runtime out-of-memory frees the cached blocks of that
 //     device and kind (waiting for their pending work), retries once, then

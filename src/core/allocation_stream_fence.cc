@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "src/core/fault_reaction.h"
 
 namespace gpupool::internal {
@@ -31,7 +32,8 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   for (NativeStream stream : block->uses) {
     absl::StatusOr<PooledEvent> event =
         spares.empty()
-            ? events_.Acquire(device, event_config_, SourceLocation::Internal())
+            ? events_.Acquire(device, event_config_, absl::ZeroDuration(),
+                              SourceLocation::Internal())
             : TakeSpare(&spares);
     absl::Status status = event.status();
     if (event.ok()) {

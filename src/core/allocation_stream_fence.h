@@ -31,8 +31,10 @@ class StreamOrderFence {
 
   // Records a ready event on every stream that used the block (Allocate's
   // stream and RecordUse's): one of the block's spare events (kept from a
-  // same-stream hit) when it has any, else one from the EventPool. With no
-  // event to be had, that stream is synchronized instead. kIdle: nothing is
+  // same-stream hit) when it has any, else one from the EventPool, taken
+  // without waiting (a full bounded pool must not stall a release for its
+  // acquire_timeout). With no event to be had, that stream is synchronized
+  // instead. kIdle: nothing is
   // pending (no event recorded); kPending: events recorded; kDrop / kLeak:
   // the block must be forgotten.
   BlockState RecordReadyEvents(AllocationBlock* block);

@@ -2,6 +2,9 @@
 // reuse at once, other streams only after the ready events completed or with
 // a stream wait, and the ready events' round trip through the EventPool.
 
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 #include "tests/allocation_cache/sim_fixture.h"
 
 namespace gpupool {
@@ -169,6 +172,48 @@ TEST_F(AllocationCacheSimTest, SameStreamReuseReRecordsItsOwnReadyEvent) {
   sim_.CompleteAllWork();
   cache.reset();
   EXPECT_EQ(events_->GetStats().in_use, 0);
+}
+
+TEST(AllocationCacheFenceTest, ReleaseNeverWaitsForAFullEventPool) {
+  SimBackend sim(::gpupool::testing::StrictSimOptions(/*devices=*/1));
+  NativeStream stream = *sim.CreateStream(0, {});
+  {
+    // A bounded event pool whose only event is held, and which would wait
+    // for one forever.
+    EventPoolOptions event_options;
+    event_options.max_live_per_key = 1;
+    event_options.acquire_timeout = absl::InfiniteDuration();
+    EventPool events(sim, event_options);
+    AllocationCache cache(sim, events);
+    absl::StatusOr<PooledEvent> held = events.Acquire(0);
+    ASSERT_THAT(held, IsOk());
+    absl::StatusOr<PooledAllocation> allocation =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(allocation, IsOk());
+    const int64_t syncs = sim.calls(SimOp::kStreamSynchronize);
+
+    // The release takes no event (the pool is full) and falls back to a
+    // stream synchronize at once. The bound below only turns a release that
+    // waits on the pool into a failure instead of a hang.
+    absl::Notification released;
+    std::thread releaser([&] {
+      allocation->Release();
+      released.Notify();
+    });
+    const bool in_time =
+        released.WaitForNotificationWithTimeout(absl::Seconds(60));
+    if (!in_time) held->Release();  // unblocks the waiting release
+    releaser.join();
+    EXPECT_TRUE(in_time) << "the release waited for the EventPool";
+    EXPECT_EQ(sim.calls(SimOp::kStreamSynchronize), syncs + 1);
+    const AllocationCacheStats stats = cache.GetStats(0);
+    EXPECT_EQ(stats.blocks_cached, 1);  // idle after the synchronize
+    EXPECT_EQ(stats.blocks_leaked, 0);
+    held->Release();
+  }
+  EXPECT_THAT(sim.DestroyStream(0, stream), IsOk());
+  EXPECT_EQ(sim.misuse_count(), 0);
+  EXPECT_THAT(sim.CheckNoLeaks(), IsOk());
 }
 
 }  // namespace
