@@ -231,9 +231,10 @@ class AllocationCache {
 
   // Device memory named `name` on `device` that never moves: every call
   // returns the same address while the process lives. A larger `bytes` than
-  // the buffer holds frees it and allocates a bigger one (counted in
-  // stable_reallocations; the caller must have finished using the old one);
-  // a smaller one reuses it. Errors as Allocate.
+  // the buffer holds allocates a bigger one, then frees the old one (counted
+  // in stable_reallocations; the caller must have finished using the old
+  // one); if that allocation fails, the error is returned and the name keeps
+  // its old buffer. A smaller one reuses it. Errors as Allocate.
   absl::StatusOr<void*> AcquireStable(std::string_view name, int device,
                                       size_t bytes);
   // Frees the stable buffer `name` of `device`. NotFound when there is none;

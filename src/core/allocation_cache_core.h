@@ -181,9 +181,11 @@ class AllocationCacheCore
   void CheckRetiring(AllocationShard& shard, AllocationBlock* block);
 
   // --- allocation_stable.cc ---
+  // Allocates the claimed buffer's new memory, then frees the memory it
+  // replaces.
   absl::StatusOr<void*> FinishStable(AllocationShard& shard,
-                                     StableBuffer* buffer, void* old,
-                                     size_t bytes, size_t capacity);
+                                     StableBuffer* buffer, size_t bytes,
+                                     size_t capacity);
 
   Backend& backend_;
   const AllocationCacheOptions options_;

@@ -141,16 +141,19 @@ class AllocationShard {
   struct StableClaim {
     void* existing = nullptr;        // the buffer already holds the bytes
     StableBuffer* buffer = nullptr;  // else: claimed (busy) for the caller
-    void* old = nullptr;             // the smaller buffer it held, taken out
   };
   // Waits until no other thread (re)allocates `name`, then returns its
-  // buffer if it holds `bytes`, else claims the entry for the caller.
+  // buffer if it holds `bytes`, else claims the entry for the caller, who
+  // allocates the new buffer while the old one stays in place.
   StableClaim ClaimStable(absl::string_view name, size_t bytes,
                           uint64_t generation, BlockVector* stale);
-  // Ends a claim: installs `ptr` (nullptr: the allocation failed) of
-  // `capacity` bytes; `grew`: it replaced a smaller buffer.
-  void FinishStable(StableBuffer* buffer, void* ptr, size_t capacity,
-                    uint64_t generation, bool grew);
+  // Ends a claim. With `ptr` (of `capacity` bytes, allocated in `generation`)
+  // installs it and returns the buffer it replaced for the caller to free
+  // (nullptr: none, or one of a dead generation, counted as dropped). With
+  // nullptr (the allocation failed) the old buffer stays unless its
+  // generation is no longer `generation`.
+  void* FinishStable(StableBuffer* buffer, void* ptr, size_t capacity,
+                     uint64_t generation);
   // Empties `name`'s buffer; returns its memory (nullptr: none).
   void* TakeStable(absl::string_view name, uint64_t generation,
                    BlockVector* stale);

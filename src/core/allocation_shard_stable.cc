@@ -30,24 +30,31 @@ AllocationShard::StableClaim AllocationShard::ClaimStable(
     claim.existing = buffer->ptr;
     return claim;
   }
-  claim.old = TakeStableLocked(buffer);
   buffer->busy = true;  // others wait until FinishStable
   claim.buffer = buffer;
   return claim;
 }
 
-void AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
-                                   size_t capacity, uint64_t generation,
-                                   bool grew) {
+void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
+                                    size_t capacity, uint64_t generation) {
   absl::MutexLock lock(&mu_);
   buffer->busy = false;
-  if (ptr == nullptr) return;
+  // TakeStaleLocked skipped the entry while it was busy: a buffer of a
+  // generation that died meanwhile is dropped here.
+  void* old = nullptr;
+  if (buffer->ptr != nullptr && buffer->generation != generation) {
+    TakeStableLocked(buffer);
+    care_.Retire(Departure::kDropped);
+  }
+  if (ptr == nullptr) return nullptr;
+  old = TakeStableLocked(buffer);
   buffer->ptr = ptr;
   buffer->capacity = capacity;
   buffer->generation = generation;
   ++stats_.stable_allocations;
   stats_.bytes_stable += static_cast<int64_t>(capacity);
-  if (grew) ++stats_.stable_reallocations;
+  if (old != nullptr) ++stats_.stable_reallocations;
+  return old;
 }
 
 void* AllocationShard::TakeStable(absl::string_view name, uint64_t generation,

@@ -31,7 +31,7 @@ absl::StatusOr<void*> AllocationCacheCore::AcquireStable(absl::string_view name,
       shard.ClaimStable(name, bytes, generation(device), &stale);
   DeleteBlocks(stale);
   if (claim.existing != nullptr) return claim.existing;
-  return FinishStable(shard, claim.buffer, claim.old, bytes, capacity);
+  return FinishStable(shard, claim.buffer, bytes, capacity);
 }
 
 absl::Status AllocationCacheCore::ReleaseStable(absl::string_view name,
@@ -54,18 +54,25 @@ absl::Status AllocationCacheCore::ReleaseStable(absl::string_view name,
 
 absl::StatusOr<void*> AllocationCacheCore::FinishStable(AllocationShard& shard,
                                                         StableBuffer* buffer,
-                                                        void* old, size_t bytes,
+                                                        size_t bytes,
                                                         size_t capacity) {
-  // The old buffer goes first: growing must not need both at once.
-  if (old != nullptr) FreeRaw(shard, old).IgnoreError();
+  // The new buffer first: if it cannot be had, the name keeps the old one.
   const int device = shard.device();
   const uint64_t buffer_generation = generation(device);
   absl::StatusOr<void*> ptr = poisoned(device)
                                   ? absl::StatusOr<void*>(AllocationFailed(
                                         shard, lifetime_.PoisonedError(device)))
                                   : RuntimeAllocate(shard, bytes, capacity);
-  shard.FinishStable(buffer, ptr.ok() ? *ptr : nullptr, capacity,
-                     buffer_generation, /*grew=*/old != nullptr);
+  void* old =
+      shard.FinishStable(buffer, ptr.ok() ? *ptr : nullptr, capacity,
+                         ptr.ok() ? buffer_generation : generation(device));
+  if (old == nullptr) return ptr;
+  // A failed free of the old buffer leaks it; the new one serves. A sticky
+  // fault there killed the device, the new buffer with it: say so.
+  FreeRaw(shard, old).IgnoreError();
+  if (poisoned(device)) {
+    return AllocationFailed(shard, lifetime_.PoisonedError(device));
+  }
   return ptr;
 }
 

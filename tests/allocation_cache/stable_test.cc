@@ -84,5 +84,23 @@ TEST_F(AllocationCacheSimTest, ConcurrentStableCallersAgreeOnOneBuffer) {
   EXPECT_EQ(cache->GetStats(1).runtime_allocations, 1);
 }
 
+TEST_F(AllocationCacheSimTest, FailedGrowthKeepsTheOldBuffer) {
+  auto cache = NewCache();
+  void* first = Stable(*cache, "ipc", 0, kMiB);
+  ASSERT_NE(first, nullptr);
+  // Larger than the device (80 GiB): the new buffer cannot be had.
+  EXPECT_THAT(cache->AcquireStable("ipc", 0, size_t{81} << 30),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // The name still holds its old buffer, at its old address.
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.stable_allocations, 1);
+  EXPECT_EQ(stats.bytes_stable, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(stats.stable_reallocations, 0);
+  EXPECT_EQ(sim_.allocations_freed(), 0);
+  EXPECT_EQ(sim_.live_allocations(0), 1);
+  EXPECT_EQ(Stable(*cache, "ipc", 0, kMiB), first);
+  EXPECT_EQ(sim_.allocations_made(), 1);
+}
+
 }  // namespace
 }  // namespace gpupool
