@@ -17,6 +17,12 @@
 //     CrossStreamPolicy::kWaitOnStream, by making the new stream wait on
 //     them (no host sync). A release never waits for the EventPool: when a
 //     bounded pool has no event free, it synchronizes the stream instead.
+//   * streams are known by their handle value: a block released on stream S
+//     with work pending goes at once to the next request on the same
+//     NativeStream value. Runtimes recycle handle values, so a stream must
+//     outlive its blocks' pending work: synchronize a stream before
+//     destroying it while work that used a cached block may still run on it
+//     (streams leased from a StreamPool are never destroyed while leased).
 //   * caps: at most `max_cached_bytes` cached per device; Trim(device, keep).
 //   * OOM chain: a runtime out-of-memory frees the cached blocks of that
 //     device and kind (waiting for their pending work), retries once, then

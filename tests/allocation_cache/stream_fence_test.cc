@@ -216,5 +216,41 @@ TEST(AllocationCacheFenceTest, ReleaseNeverWaitsForAFullEventPool) {
   EXPECT_THAT(sim.CheckNoLeaks(), IsOk());
 }
 
+// Same-stream reuse trusts the stream's handle value (the contract in
+// gpupool/allocation_cache.h): a request carrying the value of the stream a
+// pending block was released on gets that block at once, with no event
+// query, stream wait or synchronize. A stream destroyed with work pending on
+// a cached block must therefore be synchronized first, or a runtime that
+// hands its value to a new stream would hand the block over too.
+TEST_F(AllocationCacheSimTest, SameStreamReuseIsKeyedByTheStreamHandleValue) {
+  auto cache = NewCache();
+  NativeStream stream = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> first =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(first, IsOk());
+    block = first->data();
+    sim_.SubmitWork(stream, absl::InfiniteDuration());
+  }
+  const int64_t queries = sim_.calls(SimOp::kEventQuery);
+  const int64_t waits = sim_.calls(SimOp::kStreamWaitEvent);
+  const int64_t syncs = sim_.calls(SimOp::kStreamSynchronize) +
+                        sim_.calls(SimOp::kEventSynchronize);
+  // Only the handle value identifies the stream.
+  const NativeStream same_value = stream;
+  absl::StatusOr<PooledAllocation> again =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, same_value);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->data(), block);
+  EXPECT_TRUE(sim_.has_pending_work(stream));
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), queries);
+  EXPECT_EQ(sim_.calls(SimOp::kStreamWaitEvent), waits);
+  EXPECT_EQ(sim_.calls(SimOp::kStreamSynchronize) +
+                sim_.calls(SimOp::kEventSynchronize),
+            syncs);
+  sim_.CompleteAllWork();  // the cache's destructor waits for pending work
+}
+
 }  // namespace
 }  // namespace gpupool
