@@ -4,10 +4,13 @@ set(GPUPOOL_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/gpupool")
 install(DIRECTORY include/gpupool DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT gpupoolTargets NAMESPACE gpupool:: DESTINATION ${GPUPOOL_CMAKE_DIR})
 
-# GoogleTest helpers (gpupool::testing) are exported when built; their
-# consumers then need GoogleTest too.
+# GoogleTest helpers (gpupool::testing) are exported when built, as the
+# package's `testing` component: only a consumer asking for it needs
+# GoogleTest.
 if(TARGET gpupool_testing)
   set(GPUPOOL_HAVE_TESTING ON)
+  install(EXPORT gpupoolTestingTargets NAMESPACE gpupool::
+          DESTINATION ${GPUPOOL_CMAKE_DIR})
 else()
   set(GPUPOOL_HAVE_TESTING OFF)
 endif()
@@ -23,7 +26,8 @@ install(FILES "${CMAKE_CURRENT_BINARY_DIR}/gpupoolConfig.cmake"
         DESTINATION ${GPUPOOL_CMAKE_DIR})
 
 # pkg-config: gpupool.pc for builds without CMake. The absl modules are those
-# gpupool_base links publicly; the runtime libraries follow the backends.
+# gpupool_base links publicly. gpupool::testing is CMake-only (it needs
+# GoogleTest, which pkg-config users bring themselves).
 set(GPUPOOL_PC_REQUIRES "absl_status absl_statusor absl_strings absl_str_format \
 absl_synchronization absl_time absl_hash absl_flat_hash_map")
 file(RELATIVE_PATH _gpupool_pc_up "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
@@ -33,28 +37,19 @@ else()
   string(REGEX REPLACE "/$" "" _gpupool_pc_up "${_gpupool_pc_up}")
   set(GPUPOOL_PC_PREFIX "\${pcfiledir}/${_gpupool_pc_up}")
 endif()
+# The backends load their runtime library at run time: no vendor library on
+# the link line, only the dynamic loader's (-ldl; part of libc on glibc 2.34+).
 set(GPUPOOL_PC_BACKEND_LIBS "")
-set(GPUPOOL_PC_RUNTIME_LIBS "")
-# -L<dir> -l<name>, plus an rpath when <dir> is not a system directory.
-function(_gpupool_pc_runtime_lib library)
-  get_filename_component(dir "${library}" DIRECTORY)
-  get_filename_component(name "${library}" NAME_WE)
-  string(REGEX REPLACE "^lib" "" name "${name}")
-  set(flags " -l${name}")
-  if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
-    set(flags " -L${dir}${flags} -Wl,-rpath,${dir}")
-  endif()
-  set(GPUPOOL_PC_RUNTIME_LIBS "${GPUPOOL_PC_RUNTIME_LIBS}${flags}" PARENT_SCOPE)
-endfunction()
 if(GPUPOOL_HAVE_CUDA)
   string(APPEND GPUPOOL_PC_BACKEND_LIBS " -lgpupool_cuda")
-  get_target_property(_gpupool_cudart CUDA::cudart IMPORTED_LOCATION)
-  _gpupool_pc_runtime_lib("${_gpupool_cudart}")
 endif()
 if(GPUPOOL_HAVE_HIP)
   string(APPEND GPUPOOL_PC_BACKEND_LIBS " -lgpupool_hip")
-  _gpupool_pc_runtime_lib("${GPUPOOL_HIP_LIBRARY}")
 endif()
+set(GPUPOOL_PC_DL_LIBS "")
+foreach(lib IN LISTS CMAKE_DL_LIBS)
+  string(APPEND GPUPOOL_PC_DL_LIBS " -l${lib}")
+endforeach()
 configure_file(cmake/gpupool.pc.in "${CMAKE_CURRENT_BINARY_DIR}/gpupool.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/gpupool.pc"
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

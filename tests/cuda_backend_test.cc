@@ -3,7 +3,12 @@
 // a machine without a GPU, and basic primitive checks that run on a GPU and
 // skip elsewhere with the runtime's own reason. The shared RuntimeBackend
 // template itself is tested over a fake runtime in
-// tests/runtime_backend_test.cc, which builds without CUDA.
+// tests/runtime_backend_test.cc, which builds without CUDA, and end to end
+// through the loader over a fake libcudart in tests/runtime_loader_test.cc.
+//
+// Nothing here links libcudart: the runtime's functions come from the library
+// the backend loaded, so without one every check that needs it skips with
+// the loader's reason.
 
 #include "gpupool/cuda_backend.h"
 
@@ -22,7 +27,9 @@
 #include "gpupool/backend.h"
 #include "gtest/gtest.h"
 #include "src/backends/cuda/cuda_api.h"
+#include "src/backends/cuda/cuda_entry_points.h"
 #include "src/backends/cuda/cuda_errors.h"
+#include "src/backends/loader/runtime_library.h"
 #include "src/backends/runtime/error_class.h"
 #include "src/backends/runtime/runtime_backend.h"
 #include "tests/runtime_device_tests.h"
@@ -35,11 +42,33 @@ using ::gpupool::cuda_internal::CudaApi;
 using ::gpupool::cuda_internal::CudaErrorClass;
 using ::gpupool::cuda_internal::CudaErrorDescription;
 using ::gpupool::cuda_internal::CudaErrorName;
+using ::gpupool::cuda_internal::Cudart;
+using ::gpupool::cuda_internal::CudaRuntime;
+using ::gpupool::cuda_internal::CudaRuntimeSearch;
+using ::gpupool::cuda_internal::ProcessCudaRuntime;
+using ::gpupool::loader_internal::RuntimeLibrary;
 using ::gpupool::runtime_internal::CallKind;
 using ::gpupool::runtime_internal::ErrorClass;
 using ::testing::HasSubstr;
 using Runtime = ::gpupool::runtime_internal::RuntimeBackend<CudaApi>;
 using Code = absl::StatusCode;
+
+// The process's CUDA runtime, or the loader's reason to skip.
+#define REQUIRE_CUDA_RUNTIME()                                        \
+  do {                                                                \
+    absl::StatusOr<const CudaRuntime*> loaded = ProcessCudaRuntime(); \
+    if (!loaded.ok()) GTEST_SKIP() << loaded.status().message();      \
+  } while (0)
+
+// A CUDA function the backend does not use, from the library it loaded; null
+// when there is none.
+template <typename Fn>
+Fn RuntimeFunction(const char* name) {
+  absl::StatusOr<RuntimeLibrary> library =
+      RuntimeLibrary::Open(CudaRuntimeSearch());
+  if (!library.ok()) return nullptr;
+  return reinterpret_cast<Fn>(library->FindSymbol(name));
+}
 
 // --- The error table ---------------------------------------------------------
 
@@ -168,10 +197,11 @@ INSTANTIATE_TEST_SUITE_P(EveryRow, CudaErrorTableTest,
                          ::testing::ValuesIn(kCudaTable), RowName);
 
 TEST(CudaErrorsTest, NamesAndDescriptionsComeFromTheRuntime) {
+  REQUIRE_CUDA_RUNTIME();
   EXPECT_EQ(CudaErrorName(cudaErrorNoDevice), "cudaErrorNoDevice");
   EXPECT_EQ(CudaErrorName(cudaErrorIllegalAddress), "cudaErrorIllegalAddress");
   EXPECT_EQ(CudaErrorDescription(cudaErrorIllegalAddress),
-            cudaGetErrorString(cudaErrorIllegalAddress));
+            Cudart().cudaGetErrorString(cudaErrorIllegalAddress));
   EXPECT_FALSE(CudaErrorDescription(cudaErrorNoDevice).empty());
 }
 
@@ -182,6 +212,7 @@ TEST(CudaToStatusTest, SuccessIsOk) {
 }
 
 TEST(CudaToStatusTest, MessageNamesCallDeviceErrorNumberAndDescription) {
+  REQUIRE_CUDA_RUNTIME();
   const absl::Status status = Runtime::ToStatus(
       cudaErrorIllegalAddress, "StreamSynchronize", 3, CallKind::kCompletion);
   EXPECT_EQ(status.code(), Code::kInternal);
@@ -189,10 +220,11 @@ TEST(CudaToStatusTest, MessageNamesCallDeviceErrorNumberAndDescription) {
   EXPECT_EQ(status.message(),
             absl::StrCat("cudaStreamSynchronize on device 3: "
                          "cudaErrorIllegalAddress (700): ",
-                         cudaGetErrorString(cudaErrorIllegalAddress)));
+                         Cudart().cudaGetErrorString(cudaErrorIllegalAddress)));
 }
 
 TEST(CudaToStatusTest, DeviceIndependentCallsNameNoDevice) {
+  REQUIRE_CUDA_RUNTIME();
   const absl::Status status = Runtime::ToStatus(
       cudaErrorNoDevice, "GetDeviceCount", Runtime::kNoDevice);
   EXPECT_EQ(status.code(), Code::kUnavailable);
@@ -214,9 +246,24 @@ TEST(CudaToStatusTest, UnknownCodeKeepsItsNumber) {
 
 TEST(CudaFactoryTest, IsBuilt) { EXPECT_TRUE(CudaBackendBuilt()); }
 
-TEST(CudaFactoryTest, WithoutUsableRuntimeReportsTheRuntimesOwnError) {
+TEST(CudaFactoryTest, WithoutRuntimeLibraryReportsWhatWasLookedFor) {
+  absl::StatusOr<const CudaRuntime*> runtime = ProcessCudaRuntime();
+  if (runtime.ok())
+    GTEST_SKIP() << "a CUDA runtime loaded: " << (*runtime)->source;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeCudaBackend();
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status(), runtime.status());
+  EXPECT_EQ(backend.status().code(), Code::kUnavailable);
+  EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
+  EXPECT_THAT(std::string(backend.status().message()),
+              HasSubstr("GPUPOOL_CUDA_RUNTIME"));
+}
+
+TEST(CudaFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
+  REQUIRE_CUDA_RUNTIME();
+  const CudaRuntime& runtime = Cudart();
   int count = 0;
-  const cudaError_t error = cudaGetDeviceCount(&count);
+  const cudaError_t error = runtime.cudaGetDeviceCount(&count);
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeCudaBackend();
   if (error == cudaSuccess && count > 0) {
     ASSERT_TRUE(backend.ok()) << backend.status();
@@ -228,8 +275,17 @@ TEST(CudaFactoryTest, WithoutUsableRuntimeReportsTheRuntimesOwnError) {
   EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
   const std::string message(backend.status().message());
   EXPECT_THAT(message, HasSubstr("cudaGetDeviceCount"));
-  EXPECT_THAT(message, HasSubstr(cudaGetErrorName(error)));
-  EXPECT_THAT(message, HasSubstr(cudaGetErrorString(error)));
+  EXPECT_THAT(message, HasSubstr(runtime.cudaGetErrorName(error)));
+  EXPECT_THAT(message, HasSubstr(runtime.source));
+  EXPECT_THAT(message, HasSubstr("GPUPOOL_CUDA_RUNTIME"));
+  int driver = -1;
+  ASSERT_EQ(runtime.cudaDriverGetVersion(&driver), cudaSuccess);
+  if (error == cudaErrorInsufficientDriver && driver == 0) {
+    // No driver at all: say so, and do not send the user to upgrade one.
+    EXPECT_THAT(message, HasSubstr("no NVIDIA driver was found"));
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("insufficient")));
+    EXPECT_THAT(message, ::testing::Not(HasSubstr("update")));
+  }
 }
 
 // --- On a device -------------------------------------------------------------
@@ -247,14 +303,26 @@ struct CudaDevice {
   }
   static cudaError_t EnqueueHostCall(cudaStream_t stream, void (*fn)(void*),
                                      void* arg) {
-    return cudaLaunchHostFunc(stream, fn, arg);
+    static const auto launch =
+        RuntimeFunction<decltype(&::cudaLaunchHostFunc)>("cudaLaunchHostFunc");
+    return launch != nullptr ? launch(stream, fn, arg)
+                             : cudaErrorSymbolNotFound;
   }
   static cudaError_t BeginCapture(cudaStream_t stream,
                                   cudaStreamCaptureMode mode) {
-    return cudaStreamBeginCapture(stream, mode);
+    const auto begin = BeginCaptureFn();
+    return begin != nullptr ? begin(stream, mode) : cudaErrorSymbolNotFound;
   }
   static cudaError_t StreamGetPriority(cudaStream_t stream, int* priority) {
-    return cudaStreamGetPriority(stream, priority);
+    static const auto get = RuntimeFunction<decltype(&::cudaStreamGetPriority)>(
+        "cudaStreamGetPriority");
+    return get != nullptr ? get(stream, priority) : cudaErrorSymbolNotFound;
+  }
+  static decltype(&::cudaStreamBeginCapture) BeginCaptureFn() {
+    static const auto begin =
+        RuntimeFunction<decltype(&::cudaStreamBeginCapture)>(
+            "cudaStreamBeginCapture");
+    return begin;
   }
 };
 
@@ -275,8 +343,9 @@ using CudaDeviceTest = RuntimeDeviceTest<CudaDevice>;
 TEST_F(CudaDeviceTest, EndCaptureFromAnotherThreadIsRefused) {
   absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
   ASSERT_TRUE(stream.ok()) << stream.status();
-  ASSERT_EQ(cudaStreamBeginCapture(static_cast<cudaStream_t>(*stream),
-                                   cudaStreamCaptureModeGlobal),
+  ASSERT_NE(CudaDevice::BeginCaptureFn(), nullptr);
+  ASSERT_EQ(CudaDevice::BeginCaptureFn()(static_cast<cudaStream_t>(*stream),
+                                         cudaStreamCaptureModeGlobal),
             cudaSuccess);
   absl::Status ended;
   std::thread([&] { ended = backend_->EndCapture(0, *stream); }).join();

@@ -1,7 +1,12 @@
 // Tests of the HIP backend: every row of the HIP error table and the
 // messages of the error choke point (no GPU needed), the factory's answer on
 // a machine without one, and basic primitive checks that run on a GPU and
-// skip elsewhere with the runtime's own reason.
+// skip elsewhere with the runtime's own reason. The loader path itself is
+// tested end to end over a fake libamdhip64 in tests/runtime_loader_test.cc.
+//
+// Nothing here links libamdhip64: the runtime's functions come from the
+// library the backend loaded, so without one every check that needs it skips
+// with the loader's reason.
 
 #include "gpupool/hip_backend.h"
 
@@ -19,7 +24,9 @@
 #include "gpupool/backend.h"
 #include "gtest/gtest.h"
 #include "src/backends/hip/hip_api.h"
+#include "src/backends/hip/hip_entry_points.h"
 #include "src/backends/hip/hip_errors.h"
+#include "src/backends/loader/runtime_library.h"
 #include "src/backends/runtime/error_class.h"
 #include "src/backends/runtime/runtime_backend.h"
 #include "tests/runtime_device_tests.h"
@@ -28,15 +35,37 @@ namespace gpupool {
 namespace {
 
 using ::gpupool::hip_internal::ClassifyHipError;
+using ::gpupool::hip_internal::Hip;
 using ::gpupool::hip_internal::HipApi;
 using ::gpupool::hip_internal::HipErrorClass;
 using ::gpupool::hip_internal::HipErrorDescription;
 using ::gpupool::hip_internal::HipErrorName;
+using ::gpupool::hip_internal::HipRuntime;
+using ::gpupool::hip_internal::HipRuntimeSearch;
+using ::gpupool::hip_internal::ProcessHipRuntime;
+using ::gpupool::loader_internal::RuntimeLibrary;
 using ::gpupool::runtime_internal::CallKind;
 using ::gpupool::runtime_internal::ErrorClass;
 using ::testing::HasSubstr;
 using Runtime = ::gpupool::runtime_internal::RuntimeBackend<HipApi>;
 using Code = absl::StatusCode;
+
+// The process's HIP runtime, or the loader's reason to skip.
+#define REQUIRE_HIP_RUNTIME()                                       \
+  do {                                                              \
+    absl::StatusOr<const HipRuntime*> loaded = ProcessHipRuntime(); \
+    if (!loaded.ok()) GTEST_SKIP() << loaded.status().message();    \
+  } while (0)
+
+// A HIP function the backend does not use, from the library it loaded; null
+// when there is none.
+template <typename Fn>
+Fn RuntimeFunction(const char* name) {
+  absl::StatusOr<RuntimeLibrary> library =
+      RuntimeLibrary::Open(HipRuntimeSearch());
+  if (!library.ok()) return nullptr;
+  return reinterpret_cast<Fn>(library->FindSymbol(name));
+}
 
 // --- The error table ---------------------------------------------------------
 
@@ -155,10 +184,11 @@ INSTANTIATE_TEST_SUITE_P(EveryRow, HipErrorTableTest,
                          ::testing::ValuesIn(kHipTable), RowName);
 
 TEST(HipErrorsTest, NamesAndDescriptionsComeFromTheRuntime) {
+  REQUIRE_HIP_RUNTIME();
   EXPECT_EQ(HipErrorName(hipErrorNoDevice), "hipErrorNoDevice");
   EXPECT_EQ(HipErrorName(hipErrorIllegalAddress), "hipErrorIllegalAddress");
   EXPECT_EQ(HipErrorDescription(hipErrorIllegalAddress),
-            hipGetErrorString(hipErrorIllegalAddress));
+            Hip().hipGetErrorString(hipErrorIllegalAddress));
   EXPECT_FALSE(HipErrorDescription(hipErrorNoDevice).empty());
 }
 
@@ -169,12 +199,14 @@ TEST(HipToStatusTest, SuccessIsOk) {
 }
 
 TEST(HipToStatusTest, MessageNamesCallDeviceErrorNumberAndDescription) {
+  REQUIRE_HIP_RUNTIME();
   const absl::Status status = Runtime::ToStatus(
       hipErrorIllegalAddress, "StreamSynchronize", 3, CallKind::kCompletion);
   EXPECT_EQ(status.code(), Code::kInternal);
   EXPECT_EQ(FaultOf(status), Fault::kDevice);
   // HIP's description is often the name again; it is then not repeated.
-  const std::string description = hipGetErrorString(hipErrorIllegalAddress);
+  const std::string description =
+      Hip().hipGetErrorString(hipErrorIllegalAddress);
   EXPECT_EQ(status.message(),
             absl::StrCat("hipStreamSynchronize on device 3: "
                          "hipErrorIllegalAddress (700)",
@@ -192,6 +224,7 @@ TEST(HipToStatusTest, UnknownErrorPoisonsOnlyFromCompletionCalls) {
 }
 
 TEST(HipToStatusTest, DeviceIndependentCallsNameNoDevice) {
+  REQUIRE_HIP_RUNTIME();
   const absl::Status status =
       Runtime::ToStatus(hipErrorNoDevice, "GetDeviceCount", Runtime::kNoDevice);
   EXPECT_EQ(status.code(), Code::kUnavailable);
@@ -213,9 +246,24 @@ TEST(HipToStatusTest, UnknownCodeKeepsItsNumber) {
 
 TEST(HipFactoryTest, IsBuilt) { EXPECT_TRUE(HipBackendBuilt()); }
 
-TEST(HipFactoryTest, WithoutUsableRuntimeReportsTheRuntimesOwnError) {
+TEST(HipFactoryTest, WithoutRuntimeLibraryReportsWhatWasLookedFor) {
+  absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
+  if (runtime.ok())
+    GTEST_SKIP() << "a HIP runtime loaded: " << (*runtime)->source;
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeHipBackend();
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status(), runtime.status());
+  EXPECT_EQ(backend.status().code(), Code::kUnavailable);
+  EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
+  EXPECT_THAT(std::string(backend.status().message()),
+              HasSubstr("GPUPOOL_HIP_RUNTIME"));
+}
+
+TEST(HipFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
+  REQUIRE_HIP_RUNTIME();
+  const HipRuntime& runtime = Hip();
   int count = 0;
-  const hipError_t error = hipGetDeviceCount(&count);
+  const hipError_t error = runtime.hipGetDeviceCount(&count);
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeHipBackend();
   if (error == hipSuccess && count > 0) {
     ASSERT_TRUE(backend.ok()) << backend.status();
@@ -227,8 +275,12 @@ TEST(HipFactoryTest, WithoutUsableRuntimeReportsTheRuntimesOwnError) {
   EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
   const std::string message(backend.status().message());
   EXPECT_THAT(message, HasSubstr("hipGetDeviceCount"));
-  EXPECT_THAT(message, HasSubstr(hipGetErrorName(error)));
-  EXPECT_THAT(message, HasSubstr(hipGetErrorString(error)));
+  EXPECT_THAT(message, HasSubstr(runtime.hipGetErrorName(error)));
+  EXPECT_THAT(message, HasSubstr(runtime.source));
+  EXPECT_THAT(message, HasSubstr("GPUPOOL_HIP_RUNTIME"));
+  if (error == hipErrorNoDevice) {
+    EXPECT_THAT(message, HasSubstr("no AMD GPU is visible"));
+  }
 }
 
 // --- On a device -------------------------------------------------------------
@@ -250,18 +302,26 @@ struct HipDevice {
   // hipLaunchHostFunc.
   static hipError_t EnqueueHostCall(hipStream_t stream, void (*fn)(void*),
                                     void* arg) {
+    static const auto add_callback =
+        RuntimeFunction<decltype(&::hipStreamAddCallback)>(
+            "hipStreamAddCallback");
+    if (add_callback == nullptr) return hipErrorNotFound;
     auto* call = new HostCall{fn, arg};
-    hipError_t error =
-        hipStreamAddCallback(stream, &HipDevice::RunHostCall, call, 0);
+    hipError_t error = add_callback(stream, &HipDevice::RunHostCall, call, 0);
     if (error != hipSuccess) delete call;
     return error;
   }
   static hipError_t BeginCapture(hipStream_t stream,
                                  hipStreamCaptureMode mode) {
-    return hipStreamBeginCapture(stream, mode);
+    static const auto begin =
+        RuntimeFunction<decltype(&::hipStreamBeginCapture)>(
+            "hipStreamBeginCapture");
+    return begin != nullptr ? begin(stream, mode) : hipErrorNotFound;
   }
   static hipError_t StreamGetPriority(hipStream_t stream, int* priority) {
-    return hipStreamGetPriority(stream, priority);
+    static const auto get = RuntimeFunction<decltype(&::hipStreamGetPriority)>(
+        "hipStreamGetPriority");
+    return get != nullptr ? get(stream, priority) : hipErrorNotFound;
   }
 
  private:

@@ -1,7 +1,9 @@
 // CudaApi: the CUDA runtime as a traits struct for RuntimeBackend<Api>
 // (src/backends/runtime/runtime_backend.h, which lists what a traits struct
 // must provide). Function forwards, constants and the error table only; any
-// logic belongs in the template so that HIP runs it too.
+// logic belongs in the template so that HIP runs it too. The forwards call
+// through the runtime table resolved at run time (cuda_entry_points.h): nothing
+// here references a CUDA symbol at link time.
 //
 // CUDA semantics the template relies on (docs/backends.md has the full
 // CUDA/HIP comparison):
@@ -22,6 +24,7 @@
 #include <string_view>
 
 #include "absl/strings/string_view.h"
+#include "src/backends/cuda/cuda_entry_points.h"
 #include "src/backends/cuda/cuda_errors.h"
 #include "src/backends/runtime/error_class.h"
 
@@ -70,48 +73,56 @@ struct CudaApi {
                                                runtime_internal::CallKind) {
     return CudaErrorClass(error);
   }
-  static const char* ErrorName(Error error) { return cudaGetErrorName(error); }
-  static const char* ErrorString(Error error) {
-    return cudaGetErrorString(error);
+  static const char* ErrorName(Error error) {
+    return Cudart().cudaGetErrorName(error);
   }
-  static Error GetLastError() { return cudaGetLastError(); }
+  static const char* ErrorString(Error error) {
+    return Cudart().cudaGetErrorString(error);
+  }
+  static Error GetLastError() { return Cudart().cudaGetLastError(); }
 
   // --- Device ----------------------------------------------------------------
-  static Error GetDeviceCount(int* count) { return cudaGetDeviceCount(count); }
-  static Error GetDevice(int* device) { return cudaGetDevice(device); }
-  static Error SetDevice(int device) { return cudaSetDevice(device); }
+  static Error GetDeviceCount(int* count) {
+    return Cudart().cudaGetDeviceCount(count);
+  }
+  static Error GetDevice(int* device) { return Cudart().cudaGetDevice(device); }
+  static Error SetDevice(int device) { return Cudart().cudaSetDevice(device); }
   static Error DeviceGetStreamPriorityRange(int* least, int* greatest) {
-    return cudaDeviceGetStreamPriorityRange(least, greatest);
+    return Cudart().cudaDeviceGetStreamPriorityRange(least, greatest);
   }
   static Error MaxAccessPolicyWindowBytes(int device, int* bytes) {
-    return cudaDeviceGetAttribute(bytes, cudaDevAttrMaxAccessPolicyWindowSize,
-                                  device);
+    return Cudart().cudaDeviceGetAttribute(
+        bytes, cudaDevAttrMaxAccessPolicyWindowSize, device);
   }
 
   // --- Streams ---------------------------------------------------------------
   static Error StreamCreateWithPriority(Stream* stream, unsigned flags,
                                         int priority) {
-    return cudaStreamCreateWithPriority(stream, flags, priority);
+    return Cudart().cudaStreamCreateWithPriority(stream, flags, priority);
   }
   static Error StreamDestroy(Stream stream) {
-    return cudaStreamDestroy(stream);
+    return Cudart().cudaStreamDestroy(stream);
   }
-  static Error StreamQuery(Stream stream) { return cudaStreamQuery(stream); }
+  static Error StreamQuery(Stream stream) {
+    return Cudart().cudaStreamQuery(stream);
+  }
   static Error StreamSynchronize(Stream stream) {
-    return cudaStreamSynchronize(stream);
+    return Cudart().cudaStreamSynchronize(stream);
   }
   static Error StreamIsCapturing(Stream stream, CaptureStatus* status) {
-    return cudaStreamIsCapturing(stream, status);
+    return Cudart().cudaStreamIsCapturing(stream, status);
   }
   static Error StreamEndCapture(Stream stream, Graph* graph) {
-    return cudaStreamEndCapture(stream, graph);
+    return Cudart().cudaStreamEndCapture(stream, graph);
   }
-  static Error GraphDestroy(Graph graph) { return cudaGraphDestroy(graph); }
+  static Error GraphDestroy(Graph graph) {
+    return Cudart().cudaGraphDestroy(graph);
+  }
   static Error StreamWaitEvent(Stream stream, Event event) {
-    return cudaStreamWaitEvent(stream, event, /*flags=*/0);
+    return Cudart().cudaStreamWaitEvent(stream, event, /*flags=*/0);
   }
   static Error ThreadExchangeStreamCaptureMode(CaptureMode* mode) {
-    return cudaThreadExchangeStreamCaptureMode(mode);
+    return Cudart().cudaThreadExchangeStreamCaptureMode(mode);
   }
   // A zero-byte window is the creation default: no lines persist.
   static Error ClearAccessPolicyWindow(Stream stream) {
@@ -121,34 +132,38 @@ struct CudaApi {
     value.accessPolicyWindow.hitRatio = 0.0f;
     value.accessPolicyWindow.hitProp = cudaAccessPropertyNormal;
     value.accessPolicyWindow.missProp = cudaAccessPropertyNormal;
-    return cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow,
-                                  &value);
+    return Cudart().cudaStreamSetAttribute(
+        stream, cudaStreamAttributeAccessPolicyWindow, &value);
   }
 
   // --- Events ----------------------------------------------------------------
   static Error EventCreateWithFlags(Event* event, unsigned flags) {
-    return cudaEventCreateWithFlags(event, flags);
+    return Cudart().cudaEventCreateWithFlags(event, flags);
   }
-  static Error EventDestroy(Event event) { return cudaEventDestroy(event); }
+  static Error EventDestroy(Event event) {
+    return Cudart().cudaEventDestroy(event);
+  }
   static Error EventRecord(Event event, Stream stream) {
-    return cudaEventRecord(event, stream);
+    return Cudart().cudaEventRecord(event, stream);
   }
-  static Error EventQuery(Event event) { return cudaEventQuery(event); }
+  static Error EventQuery(Event event) {
+    return Cudart().cudaEventQuery(event);
+  }
   static Error EventSynchronize(Event event) {
-    return cudaEventSynchronize(event);
+    return Cudart().cudaEventSynchronize(event);
   }
 
   // --- Memory ----------------------------------------------------------------
   static Error Malloc(void** ptr, size_t bytes) {
-    return cudaMalloc(ptr, bytes);
+    return Cudart().cudaMalloc(ptr, bytes);
   }
-  static Error Free(void* ptr) { return cudaFree(ptr); }
+  static Error Free(void* ptr) { return Cudart().cudaFree(ptr); }
   static Error HostAlloc(void** ptr, size_t bytes, unsigned flags) {
-    return cudaHostAlloc(ptr, bytes, flags);
+    return Cudart().cudaHostAlloc(ptr, bytes, flags);
   }
-  static Error FreeHost(void* ptr) { return cudaFreeHost(ptr); }
+  static Error FreeHost(void* ptr) { return Cudart().cudaFreeHost(ptr); }
   static Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-    return cudaMemGetInfo(free_bytes, total_bytes);
+    return Cudart().cudaMemGetInfo(free_bytes, total_bytes);
   }
 };
 

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
+#include "src/backends/cuda/cuda_entry_points.h"
 #include "src/backends/runtime/error_class.h"
 
 namespace gpupool {
@@ -112,12 +113,13 @@ ErrorClass CudaErrorClass(int code) {
 Fault ClassifyCudaError(int code) { return CudaErrorClass(code).fault; }
 
 absl::string_view CudaErrorName(int code) {
-  const char* name = cudaGetErrorName(static_cast<cudaError_t>(code));
+  const char* name = Cudart().cudaGetErrorName(static_cast<cudaError_t>(code));
   return name != nullptr ? name : "unnamed cudaError";
 }
 
 absl::string_view CudaErrorDescription(int code) {
-  const char* description = cudaGetErrorString(static_cast<cudaError_t>(code));
+  const char* description =
+      Cudart().cudaGetErrorString(static_cast<cudaError_t>(code));
   return description != nullptr ? description : "";
 }
 

@@ -20,7 +20,8 @@ runtime_internal::ErrorClass CudaErrorClass(int code);
 // The fault class alone: CudaErrorClass(code).fault.
 Fault ClassifyCudaError(int code);
 
-// cudaGetErrorName / cudaGetErrorString; safe without a device or driver.
+// cudaGetErrorName / cudaGetErrorString of the loaded runtime; safe without a
+// device or driver. Without a runtime library: "unnamed cudaError" and "".
 absl::string_view CudaErrorName(int code);
 absl::string_view CudaErrorDescription(int code);
 

@@ -2,7 +2,9 @@
 // __HIP_PLATFORM_AMD__) as a traits struct for RuntimeBackend<Api>
 // (src/backends/runtime/runtime_backend.h lists what a traits struct must
 // provide). Function forwards, constants and the error table only; any logic
-// belongs in the template so that CUDA runs it too.
+// belongs in the template so that CUDA runs it too. The forwards call through
+// the runtime table resolved at run time (hip_entry_points.h): nothing here
+// references a HIP symbol at link time.
 //
 // HIP semantics that differ from CUDA (docs/backends.md has the table):
 //  * hipStreamDestroy blocks until the stream's pending work completes and
@@ -30,6 +32,7 @@
 #include <string_view>
 
 #include "absl/strings/string_view.h"
+#include "src/backends/hip/hip_entry_points.h"
 #include "src/backends/hip/hip_errors.h"
 #include "src/backends/runtime/error_class.h"
 
@@ -82,73 +85,85 @@ struct HipApi {
       Error error, runtime_internal::CallKind kind) {
     return HipErrorClass(error, kind);
   }
-  static const char* ErrorName(Error error) { return hipGetErrorName(error); }
-  static const char* ErrorString(Error error) {
-    return hipGetErrorString(error);
+  static const char* ErrorName(Error error) {
+    return Hip().hipGetErrorName(error);
   }
-  static Error GetLastError() { return hipGetLastError(); }
+  static const char* ErrorString(Error error) {
+    return Hip().hipGetErrorString(error);
+  }
+  static Error GetLastError() { return Hip().hipGetLastError(); }
 
   // --- Device ----------------------------------------------------------------
-  static Error GetDeviceCount(int* count) { return hipGetDeviceCount(count); }
-  static Error GetDevice(int* device) { return hipGetDevice(device); }
-  static Error SetDevice(int device) { return hipSetDevice(device); }
+  static Error GetDeviceCount(int* count) {
+    return Hip().hipGetDeviceCount(count);
+  }
+  static Error GetDevice(int* device) { return Hip().hipGetDevice(device); }
+  static Error SetDevice(int device) { return Hip().hipSetDevice(device); }
   static Error DeviceGetStreamPriorityRange(int* least, int* greatest) {
-    return hipDeviceGetStreamPriorityRange(least, greatest);
+    return Hip().hipDeviceGetStreamPriorityRange(least, greatest);
   }
 
   // --- Streams ---------------------------------------------------------------
   static Error StreamCreateWithPriority(Stream* stream, unsigned flags,
                                         int priority) {
-    return hipStreamCreateWithPriority(stream, flags, priority);
+    return Hip().hipStreamCreateWithPriority(stream, flags, priority);
   }
   static Error ExtStreamCreateWithCuMask(Stream* stream, uint32_t words,
                                          const uint32_t* mask) {
-    return hipExtStreamCreateWithCUMask(stream, words, mask);
+    return Hip().hipExtStreamCreateWithCUMask(stream, words, mask);
   }
   // Blocks until pending work completes; ends an active capture silently.
-  static Error StreamDestroy(Stream stream) { return hipStreamDestroy(stream); }
-  static Error StreamQuery(Stream stream) { return hipStreamQuery(stream); }
+  static Error StreamDestroy(Stream stream) {
+    return Hip().hipStreamDestroy(stream);
+  }
+  static Error StreamQuery(Stream stream) {
+    return Hip().hipStreamQuery(stream);
+  }
   static Error StreamSynchronize(Stream stream) {
-    return hipStreamSynchronize(stream);
+    return Hip().hipStreamSynchronize(stream);
   }
   static Error StreamIsCapturing(Stream stream, CaptureStatus* status) {
-    return hipStreamIsCapturing(stream, status);
+    return Hip().hipStreamIsCapturing(stream, status);
   }
   static Error StreamEndCapture(Stream stream, Graph* graph) {
-    return hipStreamEndCapture(stream, graph);
+    return Hip().hipStreamEndCapture(stream, graph);
   }
-  static Error GraphDestroy(Graph graph) { return hipGraphDestroy(graph); }
+  static Error GraphDestroy(Graph graph) {
+    return Hip().hipGraphDestroy(graph);
+  }
   static Error StreamWaitEvent(Stream stream, Event event) {
-    return hipStreamWaitEvent(stream, event, /*flags=*/0);
+    return Hip().hipStreamWaitEvent(stream, event, /*flags=*/0);
   }
   static Error ThreadExchangeStreamCaptureMode(CaptureMode* mode) {
-    return hipThreadExchangeStreamCaptureMode(mode);
+    return Hip().hipThreadExchangeStreamCaptureMode(mode);
   }
 
   // --- Events ----------------------------------------------------------------
   static Error EventCreateWithFlags(Event* event, unsigned flags) {
-    return hipEventCreateWithFlags(event, flags);
+    return Hip().hipEventCreateWithFlags(event, flags);
   }
-  static Error EventDestroy(Event event) { return hipEventDestroy(event); }
+  static Error EventDestroy(Event event) {
+    return Hip().hipEventDestroy(event);
+  }
   static Error EventRecord(Event event, Stream stream) {
-    return hipEventRecord(event, stream);
+    return Hip().hipEventRecord(event, stream);
   }
-  static Error EventQuery(Event event) { return hipEventQuery(event); }
+  static Error EventQuery(Event event) { return Hip().hipEventQuery(event); }
   static Error EventSynchronize(Event event) {
-    return hipEventSynchronize(event);
+    return Hip().hipEventSynchronize(event);
   }
 
   // --- Memory ----------------------------------------------------------------
   static Error Malloc(void** ptr, size_t bytes) {
-    return hipMalloc(ptr, bytes);
+    return Hip().hipMalloc(ptr, bytes);
   }
-  static Error Free(void* ptr) { return hipFree(ptr); }
+  static Error Free(void* ptr) { return Hip().hipFree(ptr); }
   static Error HostAlloc(void** ptr, size_t bytes, unsigned flags) {
-    return hipHostMalloc(ptr, bytes, flags);
+    return Hip().hipHostMalloc(ptr, bytes, flags);
   }
-  static Error FreeHost(void* ptr) { return hipHostFree(ptr); }
+  static Error FreeHost(void* ptr) { return Hip().hipHostFree(ptr); }
   static Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-    return hipMemGetInfo(free_bytes, total_bytes);
+    return Hip().hipMemGetInfo(free_bytes, total_bytes);
   }
 };
 

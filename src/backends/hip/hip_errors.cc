@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
+#include "src/backends/hip/hip_entry_points.h"
 #include "src/backends/runtime/error_class.h"
 
 namespace gpupool {
@@ -89,12 +90,13 @@ Fault ClassifyHipError(int code, CallKind kind) {
 }
 
 absl::string_view HipErrorName(int code) {
-  const char* name = hipGetErrorName(static_cast<hipError_t>(code));
+  const char* name = Hip().hipGetErrorName(static_cast<hipError_t>(code));
   return name != nullptr ? name : "unnamed hipError";
 }
 
 absl::string_view HipErrorDescription(int code) {
-  const char* description = hipGetErrorString(static_cast<hipError_t>(code));
+  const char* description =
+      Hip().hipGetErrorString(static_cast<hipError_t>(code));
   return description != nullptr ? description : "";
 }
 

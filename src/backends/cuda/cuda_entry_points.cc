@@ -1,0 +1,157 @@
+// The CUDA runtime's entry-point table and the process's instance of it; see
+// cuda_entry_points.h.
+
+#include "src/backends/cuda/cuda_entry_points.h"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "gpupool/backend.h"
+#include "src/backends/loader/runtime_library.h"
+
+namespace gpupool {
+namespace cuda_internal {
+
+using loader_internal::EntryPoint;
+using loader_internal::LibrarySearch;
+using loader_internal::RuntimeLibrary;
+using loader_internal::SymbolLookup;
+
+namespace internal_table {
+std::atomic<const CudaRuntime*> process_table{nullptr};
+}  // namespace internal_table
+
+namespace {
+
+// What every entry of the fallback table does: report "not initialised" (an
+// Unavailable/kCaller code in the error table), or give no name.
+template <typename F>
+struct Fallback;
+template <typename... Args>
+struct Fallback<cudaError_t (*)(Args...)> {
+  static cudaError_t Call(Args...) { return cudaErrorInitializationError; }
+};
+template <typename... Args>
+struct Fallback<const char* (*)(Args...)> {
+  static const char* Call(Args...) { return nullptr; }
+};
+
+const CudaRuntime& FallbackTable() {
+  static const CudaRuntime* const table = [] {
+    auto* fallback = new CudaRuntime;
+#define GPUPOOL_CUDA_FALLBACK(name) \
+  fallback->name = &Fallback<decltype(&::name)>::Call;
+    GPUPOOL_CUDA_ENTRY_POINTS(GPUPOOL_CUDA_FALLBACK)
+#undef GPUPOOL_CUDA_FALLBACK
+    fallback->source = "no CUDA runtime loaded";
+    return fallback;
+  }();
+  return *table;
+}
+
+// The process's choice, made once. Never destroyed: forwards may run during
+// static destruction (pools draining at exit).
+struct ProcessChoice {
+  absl::Mutex mu;
+  bool chosen ABSL_GUARDED_BY(mu) = false;
+  const CudaRuntime* table ABSL_GUARDED_BY(mu) = nullptr;
+  absl::Status error ABSL_GUARDED_BY(mu);
+};
+
+ProcessChoice& Choice() {
+  static ProcessChoice* const choice = new ProcessChoice;
+  return *choice;
+}
+
+}  // namespace
+
+LibrarySearch CudaRuntimeSearch() {
+  return LibrarySearch{"CUDA",
+                       kCudaRuntimeEnvVar,
+                       {"libcudart.so.13", "libcudart.so.12",
+                        "/usr/local/cuda/lib64/libcudart.so.13",
+                        "/usr/local/cuda/lib64/libcudart.so.12"}};
+}
+
+absl::StatusOr<CudaRuntime> ResolveCudaRuntime(absl::string_view source,
+                                               SymbolLookup lookup) {
+  CudaRuntime runtime;
+  const EntryPoint entries[] = {
+#define GPUPOOL_CUDA_ENTRY(name) \
+  {#name, reinterpret_cast<void**>(&runtime.name)},
+      GPUPOOL_CUDA_ENTRY_POINTS(GPUPOOL_CUDA_ENTRY)
+#undef GPUPOOL_CUDA_ENTRY
+  };
+  absl::Status status =
+      loader_internal::ResolveEntryPoints(source, lookup, entries);
+  if (!status.ok()) {
+    return FaultError(
+        Fault::kCaller, absl::StatusCode::kUnavailable,
+        absl::StrCat(status.message(), "; set ", kCudaRuntimeEnvVar,
+                     " to a CUDA 12 or 13 runtime (libcudart.so.13)"));
+  }
+  runtime.source = std::string(source);
+  return runtime;
+}
+
+absl::StatusOr<CudaRuntime> LoadCudaRuntime(const RuntimeLibrary& library) {
+  return ResolveCudaRuntime(
+      absl::StrCat("the CUDA runtime ", library.path()),
+      [&library](const char* name) { return library.FindSymbol(name); });
+}
+
+absl::StatusOr<const CudaRuntime*> ProcessCudaRuntime() {
+  ProcessChoice& choice = Choice();
+  absl::MutexLock lock(&choice.mu);
+  if (!choice.chosen) {
+    choice.chosen = true;
+    absl::StatusOr<RuntimeLibrary> library =
+        RuntimeLibrary::Open(CudaRuntimeSearch());
+    absl::StatusOr<CudaRuntime> runtime =
+        library.ok() ? LoadCudaRuntime(*library)
+                     : absl::StatusOr<CudaRuntime>(library.status());
+    if (runtime.ok()) {
+      choice.table = new CudaRuntime(*std::move(runtime));
+      internal_table::process_table.store(choice.table,
+                                          std::memory_order_release);
+    } else {
+      choice.error = runtime.status();
+    }
+  }
+  if (choice.table == nullptr) return choice.error;
+  return choice.table;
+}
+
+absl::Status UseCudaRuntime(CudaRuntime runtime) {
+  ProcessChoice& choice = Choice();
+  absl::MutexLock lock(&choice.mu);
+  if (choice.chosen) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the process's CUDA runtime is already chosen (",
+        choice.table != nullptr ? choice.table->source
+                                : choice.error.ToString(),
+        "); UseCudaRuntime must come before the first CUDA backend"));
+  }
+  choice.chosen = true;
+  choice.table = new CudaRuntime(std::move(runtime));
+  internal_table::process_table.store(choice.table, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+namespace internal_table {
+const CudaRuntime& LoadOrFallback() {
+  absl::StatusOr<const CudaRuntime*> runtime = ProcessCudaRuntime();
+  return runtime.ok() ? **runtime : FallbackTable();
+}
+}  // namespace internal_table
+
+}  // namespace cuda_internal
+}  // namespace gpupool

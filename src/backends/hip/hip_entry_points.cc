@@ -1,0 +1,156 @@
+// The HIP runtime's entry-point table and the process's instance of it; see
+// hip_entry_points.h.
+
+#include "src/backends/hip/hip_entry_points.h"
+
+#include <hip/hip_runtime_api.h>
+
+#include <atomic>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "gpupool/backend.h"
+#include "src/backends/loader/runtime_library.h"
+
+namespace gpupool {
+namespace hip_internal {
+
+using loader_internal::EntryPoint;
+using loader_internal::LibrarySearch;
+using loader_internal::RuntimeLibrary;
+using loader_internal::SymbolLookup;
+
+namespace internal_table {
+std::atomic<const HipRuntime*> process_table{nullptr};
+}  // namespace internal_table
+
+namespace {
+
+// What every entry of the fallback table does: report "not initialised" (an
+// Unavailable/kCaller code in the error table), or give no name.
+template <typename F>
+struct Fallback;
+template <typename... Args>
+struct Fallback<hipError_t (*)(Args...)> {
+  static hipError_t Call(Args...) { return hipErrorNotInitialized; }
+};
+template <typename... Args>
+struct Fallback<const char* (*)(Args...)> {
+  static const char* Call(Args...) { return nullptr; }
+};
+
+const HipRuntime& FallbackTable() {
+  static const HipRuntime* const table = [] {
+    auto* fallback = new HipRuntime;
+#define GPUPOOL_HIP_FALLBACK(name, type) fallback->name = &Fallback<type>::Call;
+    GPUPOOL_HIP_ENTRY_POINTS(GPUPOOL_HIP_FALLBACK)
+#undef GPUPOOL_HIP_FALLBACK
+    fallback->source = "no HIP runtime loaded";
+    return fallback;
+  }();
+  return *table;
+}
+
+// The process's choice, made once. Never destroyed: forwards may run during
+// static destruction (pools draining at exit).
+struct ProcessChoice {
+  absl::Mutex mu;
+  bool chosen ABSL_GUARDED_BY(mu) = false;
+  const HipRuntime* table ABSL_GUARDED_BY(mu) = nullptr;
+  absl::Status error ABSL_GUARDED_BY(mu);
+};
+
+ProcessChoice& Choice() {
+  static ProcessChoice* const choice = new ProcessChoice;
+  return *choice;
+}
+
+}  // namespace
+
+LibrarySearch HipRuntimeSearch() {
+  return LibrarySearch{
+      "HIP",
+      kHipRuntimeEnvVar,
+      {"libamdhip64.so.6", "libamdhip64.so.5", "/opt/rocm/lib/libamdhip64.so.6",
+       "/opt/rocm/lib/libamdhip64.so.5"}};
+}
+
+absl::StatusOr<HipRuntime> ResolveHipRuntime(absl::string_view source,
+                                             SymbolLookup lookup) {
+  HipRuntime runtime;
+  const EntryPoint entries[] = {
+#define GPUPOOL_HIP_ENTRY(name, type) \
+  {#name, reinterpret_cast<void**>(&runtime.name)},
+      GPUPOOL_HIP_ENTRY_POINTS(GPUPOOL_HIP_ENTRY)
+#undef GPUPOOL_HIP_ENTRY
+  };
+  absl::Status status =
+      loader_internal::ResolveEntryPoints(source, lookup, entries);
+  if (!status.ok()) {
+    return FaultError(
+        Fault::kCaller, absl::StatusCode::kUnavailable,
+        absl::StrCat(status.message(), "; set ", kHipRuntimeEnvVar,
+                     " to a HIP 5 or 6 runtime (libamdhip64.so)"));
+  }
+  runtime.source = std::string(source);
+  return runtime;
+}
+
+absl::StatusOr<HipRuntime> LoadHipRuntime(const RuntimeLibrary& library) {
+  return ResolveHipRuntime(
+      absl::StrCat("the HIP runtime ", library.path()),
+      [&library](const char* name) { return library.FindSymbol(name); });
+}
+
+absl::StatusOr<const HipRuntime*> ProcessHipRuntime() {
+  ProcessChoice& choice = Choice();
+  absl::MutexLock lock(&choice.mu);
+  if (!choice.chosen) {
+    choice.chosen = true;
+    absl::StatusOr<RuntimeLibrary> library =
+        RuntimeLibrary::Open(HipRuntimeSearch());
+    absl::StatusOr<HipRuntime> runtime =
+        library.ok() ? LoadHipRuntime(*library)
+                     : absl::StatusOr<HipRuntime>(library.status());
+    if (runtime.ok()) {
+      choice.table = new HipRuntime(*std::move(runtime));
+      internal_table::process_table.store(choice.table,
+                                          std::memory_order_release);
+    } else {
+      choice.error = runtime.status();
+    }
+  }
+  if (choice.table == nullptr) return choice.error;
+  return choice.table;
+}
+
+absl::Status UseHipRuntime(HipRuntime runtime) {
+  ProcessChoice& choice = Choice();
+  absl::MutexLock lock(&choice.mu);
+  if (choice.chosen) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the process's HIP runtime is already chosen (",
+        choice.table != nullptr ? choice.table->source
+                                : choice.error.ToString(),
+        "); UseHipRuntime must come before the first HIP backend"));
+  }
+  choice.chosen = true;
+  choice.table = new HipRuntime(std::move(runtime));
+  internal_table::process_table.store(choice.table, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+namespace internal_table {
+const HipRuntime& LoadOrFallback() {
+  absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
+  return runtime.ok() ? **runtime : FallbackTable();
+}
+}  // namespace internal_table
+
+}  // namespace hip_internal
+}  // namespace gpupool

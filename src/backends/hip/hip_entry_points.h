@@ -1,0 +1,129 @@
+// The HIP runtime's entry points, resolved at run time from libamdhip64
+// (src/backends/loader/runtime_library.h): the table HipApi forwards through,
+// and the process's one instance of it.
+//
+// Which library: GPUPOOL_HIP_RUNTIME when set (a path, or a name for the
+// dynamic loader; nothing else is tried), else libamdhip64.so.6 then
+// libamdhip64.so.5 through the dynamic loader's search, then the same two in
+// /opt/rocm/lib, preferring one the process has already loaded. gpupool is
+// compiled against HIP 5.2's headers; every entry point below has the same
+// signature and error codes in ROCm 6. docs/backends.md documents this.
+//
+// The process's table is chosen once: by the first MakeHipBackend() (or any
+// first call through HipApi), which loads the library above, or before that by
+// UseHipRuntime(), which installs a table resolved elsewhere (e.g. an
+// LD_PRELOAD interposer handing over the real runtime's functions, resolved
+// with RuntimeLibrary::FindSymbol or dlsym(RTLD_NEXT), never its own).
+
+#ifndef GPUPOOL_SRC_BACKENDS_HIP_HIP_ENTRY_POINTS_H_
+#define GPUPOOL_SRC_BACKENDS_HIP_HIP_ENTRY_POINTS_H_
+
+#include <hip/hip_runtime_api.h>
+
+#include <atomic>
+#include <string>
+
+#include "absl/base/optimization.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/backends/loader/runtime_library.h"
+
+namespace gpupool {
+namespace hip_internal {
+
+// hipMalloc and hipHostMalloc are overloaded (C++ templates over T**): the
+// table holds the C entry points, spelled out.
+using HipMallocFn = hipError_t (*)(void**, size_t);
+using HipHostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
+
+// X(name, type): every entry point the backend needs. A runtime lacking one is
+// refused as a whole (Unavailable naming it), never used in part.
+#define GPUPOOL_HIP_ENTRY_POINTS(X)                                          \
+  X(hipGetErrorName, decltype(&::hipGetErrorName))                           \
+  X(hipGetErrorString, decltype(&::hipGetErrorString))                       \
+  X(hipGetLastError, decltype(&::hipGetLastError))                           \
+  X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))                   \
+  X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))                 \
+  X(hipGetDeviceCount, decltype(&::hipGetDeviceCount))                       \
+  X(hipGetDevice, decltype(&::hipGetDevice))                                 \
+  X(hipSetDevice, decltype(&::hipSetDevice))                                 \
+  X(hipDeviceGetStreamPriorityRange,                                         \
+    decltype(&::hipDeviceGetStreamPriorityRange))                            \
+  X(hipStreamCreateWithPriority, decltype(&::hipStreamCreateWithPriority))   \
+  X(hipExtStreamCreateWithCUMask, decltype(&::hipExtStreamCreateWithCUMask)) \
+  X(hipStreamDestroy, decltype(&::hipStreamDestroy))                         \
+  X(hipStreamQuery, decltype(&::hipStreamQuery))                             \
+  X(hipStreamSynchronize, decltype(&::hipStreamSynchronize))                 \
+  X(hipStreamIsCapturing, decltype(&::hipStreamIsCapturing))                 \
+  X(hipStreamEndCapture, decltype(&::hipStreamEndCapture))                   \
+  X(hipGraphDestroy, decltype(&::hipGraphDestroy))                           \
+  X(hipStreamWaitEvent, decltype(&::hipStreamWaitEvent))                     \
+  X(hipThreadExchangeStreamCaptureMode,                                      \
+    decltype(&::hipThreadExchangeStreamCaptureMode))                         \
+  X(hipEventCreateWithFlags, decltype(&::hipEventCreateWithFlags))           \
+  X(hipEventDestroy, decltype(&::hipEventDestroy))                           \
+  X(hipEventRecord, decltype(&::hipEventRecord))                             \
+  X(hipEventQuery, decltype(&::hipEventQuery))                               \
+  X(hipEventSynchronize, decltype(&::hipEventSynchronize))                   \
+  X(hipMalloc, HipMallocFn)                                                  \
+  X(hipFree, decltype(&::hipFree))                                           \
+  X(hipHostMalloc, HipHostMallocFn)                                          \
+  X(hipHostFree, decltype(&::hipHostFree))                                   \
+  X(hipMemGetInfo, decltype(&::hipMemGetInfo))
+
+// The resolved entry points, each a pointer of the function's own type, and
+// where they came from.
+struct HipRuntime {
+#define GPUPOOL_HIP_FIELD(name, type) type name = nullptr;
+  GPUPOOL_HIP_ENTRY_POINTS(GPUPOOL_HIP_FIELD)
+#undef GPUPOOL_HIP_FIELD
+
+  // The library (or other source) the entry points were resolved from, for
+  // messages: "the HIP runtime /opt/rocm/lib/libamdhip64.so.6".
+  std::string source;
+};
+
+// Where the HIP runtime is looked for (see the header comment).
+inline constexpr char kHipRuntimeEnvVar[] = "GPUPOOL_HIP_RUNTIME";
+loader_internal::LibrarySearch HipRuntimeSearch();
+
+// Resolves every entry point through `lookup`; `source` names it in errors and
+// becomes HipRuntime::source. Unavailable naming each missing symbol.
+absl::StatusOr<HipRuntime> ResolveHipRuntime(
+    absl::string_view source, loader_internal::SymbolLookup lookup);
+
+// Resolves the table from an opened library (RuntimeLibrary::Open or
+// OpenFile); Unavailable naming each missing symbol and the library.
+absl::StatusOr<HipRuntime> LoadHipRuntime(
+    const loader_internal::RuntimeLibrary& library);
+
+// The process's table: installed by UseHipRuntime, else loaded by the first
+// call from HipRuntimeSearch(). The load's failure is kept and returned to
+// every later caller (the environment does not change under a process).
+absl::StatusOr<const HipRuntime*> ProcessHipRuntime();
+
+// Makes `runtime` the process's table. FailedPrecondition once the process's
+// table has been chosen (by an earlier call or by a first use); a table must
+// not change under live streams.
+absl::Status UseHipRuntime(HipRuntime runtime);
+
+// The table HipApi's forwards call through: the process's table when it has
+// been loaded, else a table whose every entry returns
+// hipErrorNotInitialized (and null names). MakeHipBackend loads before
+// any forward runs, so the fallback only answers stray calls, never crashes.
+namespace internal_table {
+extern std::atomic<const HipRuntime*> process_table;
+const HipRuntime& LoadOrFallback();
+}  // namespace internal_table
+
+inline const HipRuntime& Hip() {
+  const HipRuntime* table =
+      internal_table::process_table.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_TRUE(table != nullptr)) return *table;
+  return internal_table::LoadOrFallback();
+}
+
+}  // namespace hip_internal
+}  // namespace gpupool
+
+#endif  // GPUPOOL_SRC_BACKENDS_HIP_HIP_ENTRY_POINTS_H_
