@@ -369,8 +369,8 @@ TEST_F(CudaDeviceTest, EndCaptureFromAnotherThreadIsRefused) {
 TEST_F(CudaDeviceTest, RelaxedCaptureCanBeEndedFromAnotherThread) {
   absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
   ASSERT_TRUE(stream.ok()) << stream.status();
-  ASSERT_EQ(cudaStreamBeginCapture(static_cast<cudaStream_t>(*stream),
-                                   cudaStreamCaptureModeRelaxed),
+  ASSERT_EQ(CudaDevice::BeginCapture(static_cast<cudaStream_t>(*stream),
+                                     cudaStreamCaptureModeRelaxed),
             cudaSuccess);
   absl::Status ended;
   std::thread([&] { ended = backend_->EndCapture(0, *stream); }).join();

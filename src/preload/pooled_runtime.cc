@@ -83,9 +83,11 @@ void PrintStatsAtExit() {
   }
 }
 
+// As for ProcessPools(): any value but empty or "0".
 bool StatsRequested() {
   const char* value = std::getenv("GPUPOOL_STATS");
-  return value != nullptr && value[0] == '1';
+  return value != nullptr && value[0] != '\0' &&
+         !(value[0] == '0' && value[1] == '\0');
 }
 
 std::string Seconds(absl::Duration duration) {

@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "tests/preload/standin_counters.h"
@@ -42,8 +43,11 @@
 #define RT_PREFIX "cuda"
 #define STANDIN(name) gpupool_standin_cudart_##name
 #define STANDIN_PREFIX "gpupool_standin_cudart_"
+#elif defined(CLIENT_CU)
+#define STANDIN(name) gpupool_standin_cu_##name
+#define STANDIN_PREFIX "gpupool_standin_cu_"
 #else
-#error "define CLIENT_HIP or CLIENT_CUDA"
+#error "define CLIENT_HIP, CLIENT_CUDA or CLIENT_CU"
 #endif
 
 namespace {
@@ -81,7 +85,7 @@ struct Api {
 
 }  // namespace
 
-#ifndef GPUPOOL_CLIENT_DLOPEN
+#if !defined(GPUPOOL_CLIENT_DLOPEN) && !defined(CLIENT_CU)
 extern "C" {
 int RT(StreamCreate)(void**);
 int RT(StreamCreateWithFlags)(void**, unsigned);
@@ -122,7 +126,7 @@ void Check(int code, const char* call) {
   if (code != 0) Fail(std::string(call) + " returned " + std::to_string(code));
 }
 
-#ifdef GPUPOOL_CLIENT_DLOPEN
+#if defined(GPUPOOL_CLIENT_DLOPEN) || defined(GPUPOOL_CLIENT_PROCADDRESS)
 template <typename F>
 void Resolve(void* library, const char* name, F* slot, bool required = true) {
   *slot = reinterpret_cast<F>(dlsym(library, name));
@@ -133,6 +137,199 @@ void Resolve(void* library, const char* name, F* slot, bool required = true) {
 }
 #endif
 
+#if defined(CLIENT_CU)
+// The CUDA driver API, reached one of three ways: linked directly; dlopen +
+// dlsym of every function; or, with GPUPOOL_CLIENT_PROCADDRESS, dlsym of
+// cuGetProcAddress alone and every other function through it (what the
+// static CUDA runtime does).
+struct Driver {
+  int (*cuInit)(unsigned);
+  int (*cuDeviceGetCount)(int*);
+  int (*cuDevicePrimaryCtxRetain)(void**, int);
+  int (*cuDevicePrimaryCtxReset)(int);
+  int (*cuCtxSetCurrent)(void*);
+  int (*cuCtxGetDevice)(int*);
+  int (*cuCtxGetStreamPriorityRange)(int*, int*);
+  int (*cuStreamCreate)(void**, unsigned);
+  int (*cuStreamCreateWithPriority)(void**, unsigned, int);
+  int (*cuStreamDestroy)(void*);
+  int (*cuStreamQuery)(void*);
+  int (*cuStreamGetPriority)(void*, int*);
+  int (*cuStreamGetFlags)(void*, unsigned*);
+  int (*cuEventCreate)(void**, unsigned);
+  int (*cuEventDestroy)(void*);
+  int (*cuEventRecord)(void*, void*);
+  int (*cuEventQuery)(void*);
+  int (*cuEventSynchronize)(void*);
+};
+Driver cu;
+
+#if !defined(GPUPOOL_CLIENT_DLOPEN) && !defined(GPUPOOL_CLIENT_PROCADDRESS)
+extern "C" {
+int cuInit(unsigned);
+int cuDeviceGetCount(int*);
+int cuDevicePrimaryCtxRetain(void**, int);
+int cuDevicePrimaryCtxReset_v2(int);
+int cuCtxSetCurrent(void*);
+int cuCtxGetDevice(int*);
+int cuCtxGetStreamPriorityRange(int*, int*);
+int cuStreamCreate(void**, unsigned);
+int cuStreamCreateWithPriority(void**, unsigned, int);
+int cuStreamDestroy_v2(void*);
+int cuStreamQuery(void*);
+int cuStreamGetPriority(void*, int*);
+int cuStreamGetFlags(void*, unsigned*);
+int cuEventCreate(void**, unsigned);
+int cuEventDestroy_v2(void*);
+int cuEventRecord(void*, void*);
+int cuEventQuery(void*);
+int cuEventSynchronize(void*);
+void gpupool_standin_cu_counters(StandinCounters*);
+int gpupool_standin_cu_launch(void*, int64_t);
+int gpupool_standin_cu_work_pending(void*);
+}
+#endif
+
+int CuStreamCreateDefault(void** stream) {
+  return cu.cuStreamCreate(stream, 0);
+}
+int CuEventCreateDefault(void** event) { return cu.cuEventCreate(event, 0); }
+int CuSetDevice(int device) {
+  void* context = nullptr;
+  const int result = cu.cuDevicePrimaryCtxRetain(&context, device);
+  return result != 0 ? result : cu.cuCtxSetCurrent(context);
+}
+int CuGetDeviceCount(int* count) {
+  const int result = cu.cuInit(0);
+  return result != 0 ? result : cu.cuDeviceGetCount(count);
+}
+int CuDeviceReset() {
+  int device = 0;
+  const int result = cu.cuCtxGetDevice(&device);
+  return result != 0 ? result : cu.cuDevicePrimaryCtxReset(device);
+}
+
+Api LoadDriverApi(const char* library_path) {
+#if defined(GPUPOOL_CLIENT_DLOPEN) || defined(GPUPOOL_CLIENT_PROCADDRESS)
+  void* library = dlopen(library_path, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    std::fprintf(stderr, "pjrt_client: dlopen(%s): %s\n", library_path,
+                 dlerror());
+    std::exit(2);
+  }
+#if defined(GPUPOOL_CLIENT_PROCADDRESS)
+  int (*get_proc)(const char*, void**, int, uint64_t, int*) = nullptr;
+  Resolve(library, "cuGetProcAddress_v2", &get_proc);
+  auto lookup = [&](const char* name, auto* slot) {
+    void* function = nullptr;
+    if (get_proc(name, &function, 13000, 0, nullptr) != 0 ||
+        function == nullptr) {
+      std::fprintf(stderr, "pjrt_client: cuGetProcAddress(%s) failed\n", name);
+      std::exit(2);
+    }
+    *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(function);
+  };
+  // Through cuGetProcAddress, the un-suffixed names: the driver picks the
+  // version (cuStreamDestroy -> cuStreamDestroy_v2).
+#define CU_RESOLVE(field, name) lookup(name, &cu.field)
+#endif
+#endif
+#if defined(GPUPOOL_CLIENT_PROCADDRESS)
+  CU_RESOLVE(cuInit, "cuInit");
+  CU_RESOLVE(cuDeviceGetCount, "cuDeviceGetCount");
+  CU_RESOLVE(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  CU_RESOLVE(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset");
+  CU_RESOLVE(cuCtxSetCurrent, "cuCtxSetCurrent");
+  CU_RESOLVE(cuCtxGetDevice, "cuCtxGetDevice");
+  CU_RESOLVE(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
+  CU_RESOLVE(cuStreamCreate, "cuStreamCreate");
+  CU_RESOLVE(cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
+  CU_RESOLVE(cuStreamDestroy, "cuStreamDestroy");
+  CU_RESOLVE(cuStreamQuery, "cuStreamQuery");
+  CU_RESOLVE(cuStreamGetPriority, "cuStreamGetPriority");
+  CU_RESOLVE(cuStreamGetFlags, "cuStreamGetFlags");
+  CU_RESOLVE(cuEventCreate, "cuEventCreate");
+  CU_RESOLVE(cuEventDestroy, "cuEventDestroy");
+  CU_RESOLVE(cuEventRecord, "cuEventRecord");
+  CU_RESOLVE(cuEventQuery, "cuEventQuery");
+  CU_RESOLVE(cuEventSynchronize, "cuEventSynchronize");
+#elif defined(GPUPOOL_CLIENT_DLOPEN)
+  Resolve(library, "cuInit", &cu.cuInit);
+  Resolve(library, "cuDeviceGetCount", &cu.cuDeviceGetCount);
+  Resolve(library, "cuDevicePrimaryCtxRetain", &cu.cuDevicePrimaryCtxRetain);
+  Resolve(library, "cuDevicePrimaryCtxReset_v2", &cu.cuDevicePrimaryCtxReset);
+  Resolve(library, "cuCtxSetCurrent", &cu.cuCtxSetCurrent);
+  Resolve(library, "cuCtxGetDevice", &cu.cuCtxGetDevice);
+  Resolve(library, "cuCtxGetStreamPriorityRange",
+          &cu.cuCtxGetStreamPriorityRange);
+  Resolve(library, "cuStreamCreate", &cu.cuStreamCreate);
+  Resolve(library, "cuStreamCreateWithPriority",
+          &cu.cuStreamCreateWithPriority);
+  Resolve(library, "cuStreamDestroy_v2", &cu.cuStreamDestroy);
+  Resolve(library, "cuStreamQuery", &cu.cuStreamQuery);
+  Resolve(library, "cuStreamGetPriority", &cu.cuStreamGetPriority);
+  Resolve(library, "cuStreamGetFlags", &cu.cuStreamGetFlags);
+  Resolve(library, "cuEventCreate", &cu.cuEventCreate);
+  Resolve(library, "cuEventDestroy_v2", &cu.cuEventDestroy);
+  Resolve(library, "cuEventRecord", &cu.cuEventRecord);
+  Resolve(library, "cuEventQuery", &cu.cuEventQuery);
+  Resolve(library, "cuEventSynchronize", &cu.cuEventSynchronize);
+#else
+  (void)library_path;
+  cu = Driver{&cuInit,
+              &cuDeviceGetCount,
+              &cuDevicePrimaryCtxRetain,
+              &cuDevicePrimaryCtxReset_v2,
+              &cuCtxSetCurrent,
+              &cuCtxGetDevice,
+              &cuCtxGetStreamPriorityRange,
+              &cuStreamCreate,
+              &cuStreamCreateWithPriority,
+              &cuStreamDestroy_v2,
+              &cuStreamQuery,
+              &cuStreamGetPriority,
+              &cuStreamGetFlags,
+              &cuEventCreate,
+              &cuEventDestroy_v2,
+              &cuEventRecord,
+              &cuEventQuery,
+              &cuEventSynchronize};
+#endif
+#undef CU_RESOLVE
+  Api api{};
+  api.StreamCreate = &CuStreamCreateDefault;
+  api.StreamCreateWithFlags = cu.cuStreamCreate;
+  api.StreamCreateWithPriority = cu.cuStreamCreateWithPriority;
+  api.StreamDestroy = cu.cuStreamDestroy;
+  api.StreamQuery = cu.cuStreamQuery;
+  api.StreamGetPriority = cu.cuStreamGetPriority;
+  api.StreamGetFlags = cu.cuStreamGetFlags;
+  api.EventCreate = &CuEventCreateDefault;
+  api.EventCreateWithFlags = cu.cuEventCreate;
+  api.EventDestroy = cu.cuEventDestroy;
+  api.EventRecord = cu.cuEventRecord;
+  api.EventQuery = cu.cuEventQuery;
+  api.EventSynchronize = cu.cuEventSynchronize;
+  api.SetDevice = &CuSetDevice;
+  api.GetDeviceCount = &CuGetDeviceCount;
+  api.DeviceReset = &CuDeviceReset;
+  api.DeviceGetStreamPriorityRange = cu.cuCtxGetStreamPriorityRange;
+#if defined(GPUPOOL_CLIENT_DLOPEN) || defined(GPUPOOL_CLIENT_PROCADDRESS)
+  Resolve(library, STANDIN_PREFIX "counters", &api.Counters);
+  Resolve(library, STANDIN_PREFIX "launch", &api.Launch);
+  Resolve(library, STANDIN_PREFIX "work_pending", &api.WorkPending);
+#else
+  api.Counters = &gpupool_standin_cu_counters;
+  api.Launch = &gpupool_standin_cu_launch;
+  api.WorkPending = &gpupool_standin_cu_work_pending;
+#endif
+  return api;
+}
+#endif  // CLIENT_CU
+
+#if defined(CLIENT_CU)
+Api LoadApi(const char* library_path) { return LoadDriverApi(library_path); }
+#else
 Api LoadApi(const char* library_path) {
   Api api{};
 #ifdef GPUPOOL_CLIENT_DLOPEN
@@ -196,6 +393,7 @@ Api LoadApi(const char* library_path) {
 #endif
   return api;
 }
+#endif  // CLIENT_CU
 
 struct StreamSpec {
   enum Call { kCreate, kWithFlags, kWithPriority, kCuMask } call;

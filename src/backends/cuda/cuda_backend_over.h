@@ -21,6 +21,12 @@ namespace gpupool::cuda_internal {
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackendOver(
     absl::FunctionRef<void*(const char* name)> lookup);
 
+// The CUDA driver API as a backend over `lookup` (cuda_driver_backend.cc):
+// streams and events of each device's primary context. Unavailable naming
+// each missing entry point, or when the driver reports no device.
+absl::StatusOr<std::unique_ptr<Backend>> MakeCudaDriverBackendOver(
+    absl::FunctionRef<void*(const char* name)> lookup);
+
 }  // namespace gpupool::cuda_internal
 
 #endif  // GPUPOOL_SRC_BACKENDS_CUDA_CUDA_BACKEND_OVER_H_
