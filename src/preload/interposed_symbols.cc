@@ -3,8 +3,6 @@
 
 #include "src/preload/interposed_symbols.h"
 
-#include <cstring>
-
 #include "absl/types/span.h"
 
 namespace gpupool::preload_internal {
@@ -28,7 +26,7 @@ const InterposedSymbol* FindInterposedSymbol(const char* name) {
   for (absl::Span<const InterposedSymbol> table :
        {HipSymbols(), CudaRuntimeSymbols(), CudaDriverSymbols()}) {
     for (const InterposedSymbol& symbol : table) {
-      if (std::strcmp(symbol.name, name) == 0) return &symbol;
+      if (SameName(symbol.name, name)) return &symbol;
     }
   }
   return nullptr;

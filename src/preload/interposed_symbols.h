@@ -23,6 +23,16 @@ absl::Span<const InterposedSymbol> HipSymbols();
 absl::Span<const InterposedSymbol> CudaRuntimeSymbols();
 absl::Span<const InterposedSymbol> CudaDriverSymbols();
 
+// strcmp(a, b) == 0, without calling strcmp: this runs inside a sanitizer
+// runtime's initialisation, when its strcmp interceptor cannot work yet.
+inline bool SameName(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return *a == *b;
+}
+
 // The entry for `name`, or null when the preload does not interpose it.
 const InterposedSymbol* FindInterposedSymbol(const char* name);
 

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <initializer_list>
 
+#include "src/preload/interposed_symbols.h"
+
+extern "C" void* dlsym(void* handle, const char* name);
+
 namespace gpupool::preload_internal {
 namespace {
 
@@ -114,15 +118,33 @@ void* NextSymbolAfter(const void* caller, const char* name) {
       caller_map == nullptr) {
     return RealDlsym()(RTLD_NEXT, name);
   }
-  // The objects after the caller, in load order, each opened by name (a
-  // link map is not always a valid dlsym handle: the vDSO's is not). dlsym on
-  // an object searches its dependencies too, so a hit counts only when it is
-  // defined in that object itself; a definition in a later object is met at
-  // that object.
+  // The common case, and the one a sanitizer runtime hits while it
+  // initialises (LD_PRELOAD=libasan.so:libgpupool_preload.so): the preload
+  // is the very next object, so the answer is the preload's own definition
+  // or else the next one after the preload. Nothing here may reach an
+  // interceptor (the sanitizer's dlopen, strcmp, ... are not usable yet).
+  link_map* preload_map = nullptr;
+  if (dladdr1(reinterpret_cast<const void*>(&NextSymbolAfter), &info,
+              reinterpret_cast<void**>(&preload_map), RTLD_DL_LINKMAP) != 0 &&
+      caller_map->l_next == preload_map) {
+    if (SameName(name, "dlsym")) {
+      return reinterpret_cast<void*>(&dlsym);
+    }
+    if (const InterposedSymbol* symbol = FindInterposedSymbol(name)) {
+      return symbol->wrapper;
+    }
+    return RealDlsym()(RTLD_NEXT, name);
+  }
+  // Otherwise the objects after the caller, in load order, each opened by
+  // name (a link map is not a dlsym handle until it has a search list, which
+  // objects loaded at startup get only when opened). dlsym on an object
+  // searches its dependencies too, so a hit counts only when it is defined
+  // in that object itself; a definition in a later object is met at that
+  // object.
   for (link_map* map = caller_map->l_next; map != nullptr; map = map->l_next) {
     if (map->l_name == nullptr || map->l_name[0] == '\0') continue;
     void* handle = dlopen(map->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (handle == nullptr) continue;
+    if (handle == nullptr) continue;  // e.g. the vDSO: not a file
     void* symbol = RealDlsym()(handle, name);
     dlclose(handle);
     if (symbol == nullptr) continue;
