@@ -39,25 +39,26 @@ struct ForkLocks {
   std::vector<ForkSafeMutex*> maps ABSL_GUARDED_BY(mu);
 };
 
+ForkLocks& GetForkLocks();
+
+// pthread_atfork handlers: every map lock is held across fork() and released
+// on both sides. A lock held from one handler to another is beyond the
+// analysis.
+void LockAllForFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  ForkLocks& all = GetForkLocks();
+  all.mu.Lock();
+  for (ForkSafeMutex* map : all.maps) map->Lock();
+}
+void UnlockAllAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  ForkLocks& all = GetForkLocks();
+  for (ForkSafeMutex* map : all.maps) map->Unlock();
+  all.mu.Unlock();
+}
+
 ForkLocks& GetForkLocks() {
   static ForkLocks* locks = [] {
     auto* created = new ForkLocks;
-    pthread_atfork(
-        [] {
-          ForkLocks& all = GetForkLocks();
-          all.mu.Lock();
-          for (ForkSafeMutex* map : all.maps) map->Lock();
-        },
-        [] {
-          ForkLocks& all = GetForkLocks();
-          for (ForkSafeMutex* map : all.maps) map->Unlock();
-          all.mu.Unlock();
-        },
-        [] {
-          ForkLocks& all = GetForkLocks();
-          for (ForkSafeMutex* map : all.maps) map->Unlock();
-          all.mu.Unlock();
-        });
+    pthread_atfork(&LockAllForFork, &UnlockAllAfterFork, &UnlockAllAfterFork);
     return created;
   }();
   return *locks;

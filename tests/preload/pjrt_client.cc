@@ -20,6 +20,8 @@
 // picks the names.
 
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -412,6 +414,7 @@ struct Options {
   int64_t min_stream_creates = -1;
   int64_t max_event_creates = -1;
   int64_t min_event_creates = -1;
+  bool fork_child = false;
 };
 
 bool Flag(const char* arg, const char* name, const char** value) {
@@ -539,6 +542,8 @@ int main(int argc, char** argv) {
       options.max_stream_creates = std::atoll(value);
     } else if (Flag(argv[i], "--min_stream_creates", &value)) {
       options.min_stream_creates = std::atoll(value);
+    } else if (std::strcmp(argv[i], "--fork") == 0) {
+      options.fork_child = true;
     } else if (Flag(argv[i], "--max_event_creates", &value)) {
       options.max_event_creates = std::atoll(value);
     } else if (Flag(argv[i], "--min_event_creates", &value)) {
@@ -586,6 +591,35 @@ int main(int argc, char** argv) {
 
   StandinCounters counters;
   api.Counters(&counters);
+  if (options.fork_child) {
+    // A forked child runs one more client lifecycle on every device: it must
+    // work, with fresh handles from the runtime (pools refuse in a child),
+    // and touch no handle the parent's pools hold.
+    const pid_t child = fork();
+    if (child == 0) {
+      for (int device = 0; device < options.devices; ++device) {
+        RunClientOnDevice(api, options, device, least, greatest);
+      }
+      StandinCounters after;
+      api.Counters(&after);
+      const int64_t created = after.streams_created - counters.streams_created;
+      if (created != int64_t{options.devices} * 14) {
+        Fail("the forked child created " + std::to_string(created) +
+             " streams, expected one per stream asked");
+      }
+      if (after.misuse != 0)
+        Fail("the forked child made calls on invalid handles");
+      std::printf("pjrt_client: forked child %s\n",
+                  failures == 0 ? "ok" : "FAILED");
+      std::fflush(stdout);
+      _exit(failures == 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child ||
+        !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      Fail("the forked child failed");
+    }
+  }
   const int64_t requested = int64_t{options.lifecycles} * options.devices * 14;
   std::printf(
       "pjrt_client: %d lifecycles x %d devices: %lld stream creates requested, "
