@@ -110,6 +110,10 @@ static_assert(static_cast<int>(gpupool_fake::kModeRelaxed) ==
 
 std::string Name(const char* suffix) { return std::string(kPrefix) + suffix; }
 
+runtime_internal::ErrorClass Classify(typename Api::Error error) {
+  return Api::Classify(error, runtime_internal::CallKind::kOther);
+}
+
 // Every test process loads the fake through the variable, before any test.
 class FakeRuntimeEnvironment : public ::testing::Environment {
  public:
@@ -375,6 +379,23 @@ TEST_F(BackendLoaderChoiceTest, AMissingLibraryIsUnavailableNamingIt) {
       ::testing::ExitedWithCode(0),
       "/nonexistent/gpupool/libruntime.so could not be loaded.*named by " +
           std::string(kEnvVar));
+}
+
+TEST_F(BackendLoaderChoiceTest, WithoutARuntimeTheForwardsReturnAnError) {
+  // A stray call through the traits (none is made before the factory has
+  // loaded the runtime) must answer, not crash.
+  EXPECT_EXIT(
+      {
+        setenv(kEnvVar, "/nonexistent/gpupool/libruntime.so", 1);
+        int count = -1;
+        const bool answered =
+            Api::GetDeviceCount(&count) != Api::kSuccess &&
+            Api::ErrorName(Api::kErrorNotReady) == nullptr &&
+            Classify(Api::GetDeviceCount(&count)).code == Code::kUnavailable;
+        std::fprintf(stderr, "answered: %d\n", answered ? 1 : 0);
+        std::_Exit(answered ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "answered: 1");
 }
 
 TEST_F(BackendLoaderChoiceTest, AMissingEntryPointIsUnavailableNamingIt) {

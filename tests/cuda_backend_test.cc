@@ -369,8 +369,9 @@ TEST_F(CudaDeviceTest, EndCaptureFromAnotherThreadIsRefused) {
 TEST_F(CudaDeviceTest, RelaxedCaptureCanBeEndedFromAnotherThread) {
   absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
   ASSERT_TRUE(stream.ok()) << stream.status();
-  ASSERT_EQ(CudaDevice::BeginCapture(static_cast<cudaStream_t>(*stream),
-                                     cudaStreamCaptureModeRelaxed),
+  ASSERT_NE(CudaDevice::BeginCaptureFn(), nullptr);
+  ASSERT_EQ(CudaDevice::BeginCaptureFn()(static_cast<cudaStream_t>(*stream),
+                                         cudaStreamCaptureModeRelaxed),
             cudaSuccess);
   absl::Status ended;
   std::thread([&] { ended = backend_->EndCapture(0, *stream); }).join();

@@ -3,30 +3,46 @@
 # client-lifecycle demo — a PJRT-style client built and torn down N times with
 # raw runtime calls vs from gpupool's pools — on the real GPU when the CUDA or
 # HIP runtime reports one, otherwise on the simulator (labelled "simulated").
-# Prints a table, writes <out_dir>/demo_results.{json,csv} and, when
-# matplotlib is available, <out_dir>/demo.png. Where HIP's headers are
-# installed, adds the zero-code-change row (tools/preload_demo.sh: an
-# unmodified client under LD_PRELOAD=libgpupool_preload.so over a stand-in
-# runtime with MI300X latencies, simulated) to <out_dir>/preload_demo.txt.
+# Prints a table and writes <out_dir>/demo_results.{json,csv}; draws
+# <out_dir>/demo.png when matplotlib is already installed, or with --plot.
+# Where HIP's headers are installed, adds the zero-code-change row
+# (tools/preload_demo.sh: an unmodified client under
+# LD_PRELOAD=libgpupool_preload.so over a stand-in runtime with MI300X
+# latencies, simulated), also written to <out_dir>/preload_demo.txt.
 #
-# Usage: tools/run_demo.sh [--out_dir=DIR] [any other gpupool_demo flag]
+# The first run installs only the missing build packages (CMake, Ninja, g++,
+# Abseil, GoogleTest, Google Benchmark; the HIP packages only on a machine
+# with an AMD GPU driver). --plot also installs python3-matplotlib, which with
+# its dependencies (NumPy, SciPy, ...) is about 59 MB to download and 357 MB
+# installed on Debian 12: the table comes without it.
+#
+# Usage: tools/run_demo.sh [--plot] [--out_dir=DIR] [any other gpupool_demo flag]
 #   e.g. tools/run_demo.sh --quick      (CI-sized: seconds)
 #        tools/run_demo.sh --backend=sim
+#        tools/run_demo.sh --plot       (installs matplotlib if missing)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 out_dir="out/demo"
+plot=0
+demo_args=()
 for arg in "$@"; do
   case "$arg" in
+    --plot) plot=1; continue ;;
     --out_dir=*) out_dir="${arg#--out_dir=}" ;;
   esac
+  demo_args+=("$arg")
 done
 
 # Missing packages only; a machine without network or root still runs the
-# demo if the build dependencies are there (the plot is then skipped).
-if ! tools/install_deps.sh python3-matplotlib; then
+# demo if the build dependencies are there.
+extra=()
+if ((plot)) && ! tools/matplotlib_python.sh >/dev/null; then
+  extra=(python3-matplotlib)
+fi
+if ! tools/install_deps.sh --no-hip "${extra[@]}"; then
   echo "run_demo: could not install every dependency; continuing" >&2
 fi
 
@@ -38,7 +54,8 @@ if cmake --build --preset release --target gpupool_preload \
   have_preload_demo=1
 fi
 
-build/release/examples/client_lifecycle/gpupool_demo --out_dir="$out_dir" "$@"
+build/release/examples/client_lifecycle/gpupool_demo --out_dir="$out_dir" \
+  "${demo_args[@]}"
 
 # The zero-code-change row: an unmodified client under LD_PRELOAD.
 if [[ -n "${have_preload_demo:-}" ]]; then
@@ -49,7 +66,7 @@ fi
 
 python="$(tools/matplotlib_python.sh || true)"
 if [[ -z "$python" ]]; then
-  echo "plot skipped: matplotlib is not installed (tools/install_deps.sh python3-matplotlib)"
+  echo "chart skipped: matplotlib is not installed (tools/run_demo.sh --plot installs it)"
   exit 0
 fi
 "$python" tools/plot_benchmarks.py --out_dir "$out_dir" \

@@ -1,11 +1,16 @@
-// Keeps docs/guide.md honest: every ```cpp block must be preceded by a line
-// naming its source file in backticks (e.g. From
-// `examples/guide_snippets/quick_start.cc`:) and must appear verbatim in that
-// file (up to one common indentation), which is built (and mostly run) in CI.
-// Prints each mismatch and exits 1 if there is any.
+// Keeps the docs honest. In every document given:
+//  * every ```cpp block must be preceded by a line naming its source file in
+//    backticks (e.g. From `examples/guide_snippets/quick_start.cc`:) and must
+//    appear verbatim in that file (up to one common indentation), which is
+//    built (and mostly run) by the test suite;
+//  * no line, in prose or in any fenced block, may hold a placeholder where
+//    text or code should be: `<<` directly followed by a capital letter (as
+//    in `<<SNIP file | from | to>>`), or the words TODO, TBD, FIXME or XXX.
+// Prints each problem with its file and line and exits 1 if there is any.
 //
-// Usage: check_guide <repository root> <guide relative to the root>
+// Usage: check_guide <repository root> <document relative to the root>...
 
+#include <cctype>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -65,25 +70,56 @@ bool ContainsIndented(const std::string& text, const std::string& block) {
   return false;
 }
 
-}  // namespace
+bool IsWordChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
 
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: check_guide <repository root> <guide>\n";
-    return 2;
+// True when `word` occurs in `line` as a whole word.
+bool HasWord(const std::string& line, const std::string& word) {
+  for (size_t at = line.find(word); at != std::string::npos;
+       at = line.find(word, at + 1)) {
+    const bool starts = at == 0 || !IsWordChar(line[at - 1]);
+    const size_t after = at + word.size();
+    const bool ends = after == line.size() || !IsWordChar(line[after]);
+    if (starts && ends) return true;
   }
-  const std::string root = argv[1];
-  std::string guide;
-  if (!ReadFile(root + "/" + argv[2], &guide)) {
-    std::cerr << "cannot read " << argv[2] << "\n";
-    return 2;
-  }
-  std::vector<std::string> lines;
-  std::istringstream stream(guide);
-  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return false;
+}
 
-  int blocks = 0;
-  int failures = 0;
+// What makes `line` a placeholder, or "" when it is none. `a << b` (with a
+// space, as C++ and prose write a shift) is not one; `<<SNIP` is.
+std::string PlaceholderOn(const std::string& line) {
+  for (size_t at = line.find("<<"); at != std::string::npos;
+       at = line.find("<<", at + 1)) {
+    if (at + 2 < line.size() &&
+        std::isupper(static_cast<unsigned char>(line[at + 2])) != 0) {
+      return "\"<<" + std::string(1, line[at + 2]) + "...\"";
+    }
+  }
+  for (const char* word : {"TODO", "TBD", "FIXME", "XXX"}) {
+    if (HasWord(line, word)) return std::string("\"") + word + "\"";
+  }
+  return "";
+}
+
+// Checks one document; adds to the counts and prints each problem.
+void CheckDocument(const std::string& root, const std::string& name,
+                   int* blocks, int* failures, int* placeholders) {
+  std::string doc;
+  if (!ReadFile(root + "/" + name, &doc)) {
+    std::cerr << "cannot read " << name << "\n";
+    ++*failures;
+    return;
+  }
+  const std::vector<std::string> lines = Lines(doc);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string what = PlaceholderOn(lines[i]);
+    if (!what.empty()) {
+      std::cerr << name << ":" << i + 1 << ": placeholder " << what << ": "
+                << lines[i] << "\n";
+      ++*placeholders;
+    }
+  }
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].rfind("```", 0) != 0) continue;
     const bool is_cpp = lines[i] == "```cpp" || lines[i] == "```c++";
@@ -93,30 +129,46 @@ int main(int argc, char** argv) {
       body += lines[end] + "\n";
     }
     if (is_cpp) {
-      ++blocks;
+      ++*blocks;
       size_t previous = i;
       while (previous > 0 && lines[previous - 1].empty()) --previous;
       const std::string source =
           previous > 0 ? SourceNamedOn(lines[previous - 1]) : "";
       std::string text;
       if (source.empty()) {
-        std::cerr << argv[2] << ":" << i + 1
+        std::cerr << name << ":" << i + 1
                   << ": C++ block without a `examples/...` source line\n";
-        ++failures;
+        ++*failures;
       } else if (!ReadFile(root + "/" + source, &text)) {
-        std::cerr << argv[2] << ":" << i + 1 << ": cannot read " << source
-                  << "\n";
-        ++failures;
+        std::cerr << name << ":" << i + 1 << ": cannot read " << source << "\n";
+        ++*failures;
       } else if (!ContainsIndented(text, body)) {
-        std::cerr << argv[2] << ":" << i + 1 << ": block is not verbatim in "
+        std::cerr << name << ":" << i + 1 << ": block is not verbatim in "
                   << source << ":\n"
                   << body;
-        ++failures;
+        ++*failures;
       }
     }
     i = end;  // skip to the closing fence
   }
-  std::cout << "check_guide: " << blocks << " C++ blocks, " << failures
-            << " out of sync\n";
-  return failures == 0 && blocks > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: check_guide <repository root> <document>...\n";
+    return 2;
+  }
+  const std::string root = argv[1];
+  int blocks = 0;
+  int failures = 0;
+  int placeholders = 0;
+  for (int arg = 2; arg < argc; ++arg) {
+    CheckDocument(root, argv[arg], &blocks, &failures, &placeholders);
+  }
+  std::cout << "check_guide: " << argc - 2 << " document(s), " << blocks
+            << " C++ blocks, " << failures << " out of sync, " << placeholders
+            << " placeholder(s)\n";
+  return failures == 0 && placeholders == 0 && blocks > 0 ? 0 : 1;
 }

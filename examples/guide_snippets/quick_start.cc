@@ -17,8 +17,10 @@ void LaunchMyKernel(gpupool::NativeStream stream) { (void)stream; }
 absl::Status RunStep(int device) {
   absl::StatusOr<gpupool::Pools*> pools = gpupool::ProcessPools();
   if (!pools.ok()) return pools.status();  // e.g. no GPU, GPUPOOL_BACKEND unset
+  gpupool::StreamConfig config;  // pools are keyed by (device, config)
+  config.priority = -1;
   absl::StatusOr<gpupool::PooledStream> stream =
-      (*pools)->streams().Acquire(device, {.priority = -1});
+      (*pools)->streams().Acquire(device, config);
   if (!stream.ok()) return stream.status();  // FailedPrecondition: poisoned
   LaunchMyKernel(stream->get());             // cudaStream_t / hipStream_t
   return absl::OkStatus();  // ~PooledStream checks the stream and returns it

@@ -26,13 +26,21 @@ inline constexpr int kEventsPerDevice = 16;
 // Pools are keyed by (device, config): the compute stream asks for a higher
 // priority and never receives a copy stream, and vice versa.
 inline gpupool::StreamConfig ComputeStreamConfig() {
-  return {.priority = -1, .non_blocking = true};
+  gpupool::StreamConfig config;
+  config.priority = -1;
+  config.non_blocking = true;
+  return config;
 }
 inline gpupool::StreamConfig CopyStreamConfig() {
-  return {.priority = 0, .non_blocking = true};
+  gpupool::StreamConfig config;
+  config.priority = 0;
+  config.non_blocking = true;
+  return config;
 }
 inline gpupool::EventConfig ClientEventConfig() {
-  return {.disable_timing = true};
+  gpupool::EventConfig config;
+  config.disable_timing = true;
+  return config;
 }
 
 }  // namespace pjrt_example

@@ -1,8 +1,9 @@
 // gpupool/cuda_backend.h — factory of the CUDA runtime backend.
 //
 // Always declared; returns Unavailable with the reason when gpupool was built
-// without CUDA, or the runtime's own status (e.g. no driver / no device) when
-// it cannot be used here. Thread-safe.
+// without CUDA, when the runtime library cannot be loaded, or when the runtime
+// cannot be used here (no driver, no device). Thread-safe. gpupool links no
+// CUDA library: the runtime is loaded at run time.
 
 #ifndef GPUPOOL_CUDA_BACKEND_H_
 #define GPUPOOL_CUDA_BACKEND_H_
@@ -17,16 +18,19 @@ namespace gpupool {
 // True when this build of gpupool contains the CUDA backend.
 bool CudaBackendBuilt();
 
-// Builds the CUDA backend after asking the runtime for its device count.
+// Builds the CUDA backend: loads the CUDA runtime library (GPUPOOL_CUDA_RUNTIME
+// when set, else libcudart.so.13 / libcudart.so.12; docs/backends.md,
+// "Loading the runtime") on first use, then asks it for its device count.
 // Fails, rather than returning a backend that cannot work, with
 //  * Unavailable "gpupool was built without the CUDA backend ..." when
 //    CudaBackendBuilt() is false;
-//  * the runtime's own error when it cannot be used in this process:
-//    Unavailable with fault kCaller and a message naming the call and the
-//    error, e.g. "cudaGetDeviceCount: cudaErrorInsufficientDriver (35): CUDA
-//    driver version is insufficient for CUDA runtime version" on a machine
-//    without a driver, cudaErrorNoDevice (100) without a GPU. Tests GTEST_SKIP
-//    with this message.
+//  * Unavailable, fault kCaller, when no runtime library loads or one lacks an
+//    entry point: the message names what was looked for and the variable;
+//  * Unavailable, fault kCaller, when the runtime cannot be used in this
+//    process, naming the call, the error and the runtime file, e.g.
+//    "cudaGetDeviceCount: cudaErrorInsufficientDriver (35): no NVIDIA driver
+//    was found ..." on a machine without a driver, cudaErrorNoDevice (100)
+//    without a GPU. Tests GTEST_SKIP with this message.
 // The backend never leaves the calling thread's current device changed.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend();
 

@@ -1,8 +1,9 @@
 // gpupool/hip_backend.h — factory of the HIP runtime backend.
 //
 // Always declared; returns Unavailable with the reason when gpupool was built
-// without HIP, or the runtime's own status (e.g. hipErrorNoDevice) when
-// it cannot be used here. Thread-safe.
+// without HIP, when the runtime library cannot be loaded, or when the runtime
+// cannot be used here (e.g. hipErrorNoDevice). Thread-safe. gpupool links no
+// HIP library: the runtime is loaded at run time.
 
 #ifndef GPUPOOL_HIP_BACKEND_H_
 #define GPUPOOL_HIP_BACKEND_H_
@@ -17,14 +18,18 @@ namespace gpupool {
 // True when this build of gpupool contains the HIP backend.
 bool HipBackendBuilt();
 
-// Builds the HIP backend after asking the runtime for its device count.
+// Builds the HIP backend: loads the HIP runtime library (GPUPOOL_HIP_RUNTIME
+// when set, else libamdhip64.so.6 / libamdhip64.so.5; docs/backends.md,
+// "Loading the runtime") on first use, then asks it for its device count.
 // Fails, rather than returning a backend that cannot work, with
 //  * Unavailable "gpupool was built without the HIP backend ..." when
 //    HipBackendBuilt() is false;
-//  * the runtime's own error when it cannot be used in this process:
-//    Unavailable with fault kCaller and a message naming the call and the
-//    error, e.g. "hipGetDeviceCount: hipErrorNoDevice (100)" without a GPU.
-//    Tests GTEST_SKIP with this message.
+//  * Unavailable, fault kCaller, when no runtime library loads or one lacks an
+//    entry point: the message names what was looked for and the variable;
+//  * Unavailable, fault kCaller, when the runtime cannot be used in this
+//    process, naming the call, the error and the runtime file, e.g.
+//    "hipGetDeviceCount: hipErrorNoDevice (100): no AMD GPU is visible ..."
+//    without a GPU. Tests GTEST_SKIP with this message.
 // The backend never leaves the calling thread's current device changed.
 absl::StatusOr<std::unique_ptr<Backend>> MakeHipBackend();
 

@@ -219,8 +219,8 @@ main() {
       secs=$(($(date +%s) - t0))
       bench_rows+=("$(printf '  %-34s %-16s %5ss  %s' "$name" "$verdict" "$secs" "$detail")")
     done
-    # The device tool returns at most 8 files: pack the JSON if they would
-    # not fit beside summary.txt and run_all.log.
+    # Keep $OUT to a handful of files (easier to copy back from the GPU
+    # machine): more than six benchmark JSON files go into one archive.
     shopt -s nullglob
     jsons=("$OUT"/*_bench.json)
     if ((${#jsons[@]} > 6)); then

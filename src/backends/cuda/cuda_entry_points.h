@@ -108,10 +108,11 @@ absl::StatusOr<const CudaRuntime*> ProcessCudaRuntime();
 // not change under live streams.
 absl::Status UseCudaRuntime(CudaRuntime runtime);
 
-// The table CudaApi's forwards call through: the process's table when it has
-// been loaded, else a table whose every entry returns
-// cudaErrorInitializationError (and null names). MakeCudaBackend loads before
-// any forward runs, so the fallback only answers stray calls, never crashes.
+// The table CudaApi's forwards call through: the process's table, loaded by
+// the first call that needs it (ProcessCudaRuntime); when that load failed, a
+// table whose every entry returns cudaErrorInitializationError (and null
+// names), so a stray call answers with an error instead of crashing.
+// MakeCudaBackend loads (and reports the failure) before any forward runs.
 namespace internal_table {
 extern std::atomic<const CudaRuntime*> process_table;
 const CudaRuntime& LoadOrFallback();

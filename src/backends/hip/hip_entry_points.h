@@ -107,10 +107,11 @@ absl::StatusOr<const HipRuntime*> ProcessHipRuntime();
 // not change under live streams.
 absl::Status UseHipRuntime(HipRuntime runtime);
 
-// The table HipApi's forwards call through: the process's table when it has
-// been loaded, else a table whose every entry returns
-// hipErrorNotInitialized (and null names). MakeHipBackend loads before
-// any forward runs, so the fallback only answers stray calls, never crashes.
+// The table HipApi's forwards call through: the process's table, loaded by
+// the first call that needs it (ProcessHipRuntime); when that load failed, a
+// table whose every entry returns hipErrorNotInitialized (and null
+// names), so a stray call answers with an error instead of crashing.
+// MakeHipBackend loads (and reports the failure) before any forward runs.
 namespace internal_table {
 extern std::atomic<const HipRuntime*> process_table;
 const HipRuntime& LoadOrFallback();
