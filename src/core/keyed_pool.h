@@ -70,23 +70,11 @@
 #include "src/core/keyed_prewarm.h"
 #include "src/core/keyed_shard.h"
 #include "src/core/mutex.h"
+#include "src/core/pool_lifetime.h"
 #include "src/core/prewarm_state.h"
 #include "src/core/process_state.h"
 
 namespace gpupool::internal {
-
-inline absl::Status ForkedError(absl::string_view what) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "gpupool: this process is a fork() child of the one that created the ",
-      what,
-      " pool; inherited GPU handles belong to the parent's context and are "
-      "never reused (create a new pool in the child)"));
-}
-
-inline absl::Status ExitingError() {
-  return absl::FailedPreconditionError(
-      "gpupool: the process is exiting; pools no longer hand out resources");
-}
 
 template <typename Kind>
 class KeyedPool {
@@ -97,21 +85,10 @@ class KeyedPool {
 
   KeyedPool(Backend& backend, std::shared_ptr<DeviceHealth> health,
             PoolOptions options)
-      : backend_(backend), options_(options), fork_epoch_(ForkEpoch()) {
-    absl::StatusOr<int> count = backend_.DeviceCount();
-    if (count.ok()) {
-      device_count_ = *count;
-    } else {
-      device_count_status_ = count.status();
-    }
-    if (health == nullptr) {
-      health = std::make_shared<DeviceHealth>(device_count_);
-    }
-    health_ = std::move(health);
-    if (health_->device_count() < device_count_) {
-      device_count_ = health_->device_count();
-    }
-    for (int d = 0; d < device_count_; ++d) {
+      : backend_(backend),
+        options_(options),
+        lifetime_(backend, std::move(health)) {
+    for (int d = 0; d < lifetime_.device_count(); ++d) {
       slots_.push_back(std::make_unique<DeviceSlot>());
     }
     // After DeviceCount() initialised the runtime, so that our exit drain
@@ -128,11 +105,9 @@ class KeyedPool {
       // drain must go: it would run on this freed pool at the child's exit.
       UnregisterExitDrain(exit_registration_);
       for (auto& slot : slots_) slot.release();  // NOLINT: deliberate leak
-      // The shards and a reference of ours keep the health (absl::Mutex:
-      // see "Fork" above) alive, and the prewarm queue holds a thread that
-      // does not exist in the child: all leaked.
-      prewarm_.release();                                     // NOLINT: leak
-      new std::shared_ptr<DeviceHealth>(std::move(health_));  // NOLINT: leak
+      // The prewarm queue holds a thread that does not exist in the child:
+      // leaked too (and lifetime_ leaks its reference to the health).
+      prewarm_.release();  // NOLINT: deliberate leak
       return;
     }
     UnregisterExitDrain(exit_registration_);
@@ -183,7 +158,7 @@ class KeyedPool {
     if (!prewarm_->Submit([owned, state, count, stop] {
           state->Finish(owned->Prewarm(count, stop));
         })) {
-      state->Finish(ExitingError());
+      state->Finish(ProcessExitingError(Kind::kPoolName, Kind::kPoolName));
     }
     return ticket;
   }
@@ -203,7 +178,7 @@ class KeyedPool {
   }
 
   PoolStats GetStats(int device, const Config& config) const {
-    if (Forked() || device < 0 || device >= device_count_) return {};
+    if (Forked() || !lifetime_.InRange(device)) return {};
     std::shared_ptr<Shard> shard = FindShard(device, config);
     return shard == nullptr ? PoolStats{} : shard->Stats();
   }
@@ -218,29 +193,33 @@ class KeyedPool {
   std::string DebugString() const {
     std::string out =
         absl::StrCat(Kind::kName, " pool over ", std::string(backend_.name()),
-                     " (", device_count_, " devices)");
+                     " (", lifetime_.device_count(), " devices)");
     if (Forked()) return absl::StrCat(out, " [forked: unusable]");
-    if (!device_count_status_.ok()) {
-      absl::StrAppend(&out, " [", device_count_status_.ToString(), "]");
+    if (!lifetime_.device_count_status().ok()) {
+      absl::StrAppend(&out, " [", lifetime_.device_count_status().ToString(),
+                      "]");
     }
     absl::StrAppend(&out, "\n  total: ", GetStats().ToString());
     for (const auto& shard : AllShards()) {
-      absl::StrAppend(&out, "\n  dev", shard->device(), " {",
-                      shard->config_value().ToString(), "}",
-                      health_->is_poisoned(shard->device()) ? " POISONED" : "",
-                      ": ", shard->Stats().ToString());
+      absl::StrAppend(
+          &out, "\n  dev", shard->device(), " {",
+          shard->config_value().ToString(), "}",
+          health_ref().is_poisoned(shard->device()) ? " POISONED" : "", ": ",
+          shard->Stats().ToString());
     }
     return out;
   }
 
   absl::Status RecoverDevice(int device) {
-    absl::Status status = health_->Recover(device);
+    absl::Status status = health_ref().Recover(device);
     if (status.ok()) Purge(device);
     return status;
   }
 
   Backend& backend() const { return backend_; }
-  const std::shared_ptr<DeviceHealth>& health() const { return health_; }
+  const std::shared_ptr<DeviceHealth>& health() const {
+    return lifetime_.health();
+  }
   const PoolOptions& options() const { return options_; }
 
  private:
@@ -254,22 +233,17 @@ class KeyedPool {
     std::atomic<Shard*> recent{nullptr};
   };
 
-  bool Forked() const { return ForkEpoch() != fork_epoch_; }
+  bool Forked() const { return lifetime_.Forked(); }
+  DeviceHealth& health_ref() const { return lifetime_.device_health(); }
 
-  // The shard for (device, config) after the checks every entry point makes.
+  // The shard for (device, config) after the checks every entry point makes
+  // (the kernel's, src/core/pool_lifetime.h; a poisoned device's handles are
+  // forgotten first).
   absl::StatusOr<Shard*> UsableShard(int device, const Config& config) {
-    if (Forked()) return ForkedError(Kind::kName);
-    if (ProcessIsExiting()) return ExitingError();
-    if (!device_count_status_.ok()) return device_count_status_;
-    if (device < 0 || device >= device_count_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Kind::kName, " pool: device ", device,
-                       " out of range [0, ", device_count_, ")"));
-    }
-    if (health_->is_poisoned(device)) {
-      Purge(device);
-      return health_->CheckHealthy(device);
-    }
+    absl::Status entry =
+        lifetime_.CheckEntry(Kind::kPoolName, Kind::kPoolName, device,
+                             [this](int poisoned) { Purge(poisoned); });
+    if (!entry.ok()) return entry;
     return GetOrCreateShard(device, config);
   }
 
@@ -291,8 +265,8 @@ class KeyedPool {
       auto [it, inserted] = slot.shards.try_emplace(config);
       if (inserted) {
         it->second =
-            std::make_shared<Shard>(&backend_, health_, options_, device,
-                                    config, fork_epoch_, resettable);
+            std::make_shared<Shard>(&backend_, lifetime_.health(), options_,
+                                    device, config, resettable);
       }
       shard = it->second.get();
     }
@@ -330,11 +304,9 @@ class KeyedPool {
   }
 
   Backend& backend_;
-  std::shared_ptr<DeviceHealth> health_;
   const PoolOptions options_;
-  const uint64_t fork_epoch_;
-  int device_count_ = 0;
-  absl::Status device_count_status_;
+  // Devices, shared health, fork: the kernel every pool stands on.
+  PoolLifetime lifetime_;
   std::vector<std::unique_ptr<DeviceSlot>> slots_;
   uint64_t exit_registration_ = 0;
   // On the heap so that a fork()ed child can leak it (see the destructor).

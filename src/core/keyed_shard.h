@@ -71,11 +71,11 @@ class alignas(64) KeyedShard final
 
   KeyedShard(Backend* backend, std::shared_ptr<DeviceHealth> health,
              const PoolOptions& options, int device, Config config,
-             uint64_t fork_epoch, bool resettable_attributes)
+             bool resettable_attributes)
       : ShardState(std::move(health), options, device),
         backend_(backend),
         config_(std::move(config)),
-        fork_epoch_(fork_epoch),
+        fork_epoch_(ForkEpoch()),
         resettable_attributes_(resettable_attributes) {}
 
   int device() const override { return device_; }
@@ -391,6 +391,8 @@ class alignas(64) KeyedShard final
 
   Backend* const backend_;
   const Config config_;
+  // Shards are made only after the pool's entry checks found it not forked,
+  // so this is the epoch of the process that built the pool.
   const uint64_t fork_epoch_;
   // Asked once per shard: whether returned handles need an attribute reset.
   const bool resettable_attributes_;

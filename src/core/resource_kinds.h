@@ -18,6 +18,7 @@ struct StreamKind {
   using Config = StreamConfig;
   using Lease = PooledStream;
   static constexpr absl::string_view kName = "stream";
+  static constexpr absl::string_view kPoolName = "stream pool";
 
   static absl::StatusOr<void*> Create(Backend& backend, int device,
                                       const Config& config) {
@@ -88,6 +89,7 @@ struct EventKind {
   using Config = EventConfig;
   using Lease = PooledEvent;
   static constexpr absl::string_view kName = "event";
+  static constexpr absl::string_view kPoolName = "event pool";
 
   static absl::StatusOr<void*> Create(Backend& backend, int device,
                                       const Config& config) {
