@@ -139,16 +139,18 @@ class alignas(64) KeyedShard final
       new std::shared_ptr<KeyedShard>(this->shared_from_this());  // NOLINT
       return;
     }
-    // Counted before the closed screening below, and Close sets closed_flag_
-    // before it waits for the count to reach zero (both sequentially
-    // consistent): either this return sees the pool closed and makes no
-    // runtime call, or Close waits until it is done with the backend.
-    returns_in_flight_.fetch_add(1, std::memory_order_seq_cst);
-    ReturnInFlight(handle, LeaseSites::Ticket{lease_id, site}, generation,
-                   discard);
-    if (returns_in_flight_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-        closed_flag_.load(std::memory_order_seq_cst)) {
-      MutexLock lock(&mu_);  // its release wakes Close's wait
+    // Counted as started before the closed screening below, and Close sets
+    // closed_flag_ before it waits for every started return to be counted
+    // done (both sequentially consistent): either this return sees the pool
+    // closed and makes no runtime call, or Close waits until it is done with
+    // the backend. "Done" is counted under the lock the return takes last
+    // anyway (one atomic read-modify-write per return, not two), and that
+    // lock's release wakes Close.
+    returns_started_.fetch_add(1, std::memory_order_seq_cst);
+    if (!ReturnInFlight(handle, LeaseSites::Ticket{lease_id, site}, generation,
+                        discard)) {
+      MutexLock lock(&mu_);
+      ++returns_done_;
     }
   }
 
@@ -266,7 +268,9 @@ class alignas(64) KeyedShard final
     return false;
   }
 
-  ABSL_ATTRIBUTE_ALWAYS_INLINE void ReturnInFlight(void* handle,
+  // True when the return was counted done in its last locked section (no
+  // runtime call after it); false when the caller must count it.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReturnInFlight(void* handle,
                                                    LeaseSites::Ticket ticket,
                                                    uint64_t generation,
                                                    bool discard) {
@@ -277,12 +281,13 @@ class alignas(64) KeyedShard final
         generation != health_->generation(device_)) {
       MutexLock lock(&mu_);
       ForgetLocked(ticket);
-      return;
+      ++returns_done_;
+      return true;
     }
     if (discard) {
       FinishLease(ticket);
       Destroy(handle, /*faulty=*/true);
-      return;
+      return false;
     }
     // One validating call: the query. Its failure is also how a capturing
     // stream shows (the query of a capturing stream is refused), so the
@@ -298,14 +303,15 @@ class alignas(64) KeyedShard final
     if (check.reaction != Reaction::kProceed) {
       FinishLease(ticket);
       Dispose(handle, check, /*faulty=*/true);
-      return;
+      return false;
     }
     {
       MutexLock lock(&mu_);
       if (closed_ || ProcessIsExiting() ||
           generation != health_->generation(device_)) {
         ForgetLocked(ticket);
-        return;
+        ++returns_done_;
+        return true;
       }
       leases_.Finish(ticket);
       if (static_cast<int>(idle_.size() + draining_.size()) <
@@ -315,10 +321,12 @@ class alignas(64) KeyedShard final
         } else {
           draining_.push_back(Entry{handle, generation});
         }
-        return;
+        ++returns_done_;
+        return true;
       }
     }
     Destroy(handle, /*faulty=*/false);
+    return false;
   }
 
   absl::Status ClosedError() const {

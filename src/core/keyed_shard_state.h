@@ -172,8 +172,8 @@ class ShardState {
     mu_.Await(absl::Condition(this, &ShardState::NoReturnInFlight));
   }
 
-  bool NoReturnInFlight() const {
-    return returns_in_flight_.load(std::memory_order_seq_cst) == 0;
+  bool NoReturnInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return returns_started_.load(std::memory_order_seq_cst) == returns_done_;
   }
 
   // A reserved lease whose handle was not handed out: it was never out.
@@ -226,8 +226,9 @@ class ShardState {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // closed_, readable without the lock for Return's screening.
   std::atomic<bool> closed_flag_{false};
-  // Return calls between their entry and their end (see Return).
-  std::atomic<int> returns_in_flight_{0};
+  // Return calls entered, and those done with the backend (see Return).
+  std::atomic<int64_t> returns_started_{0};
+  int64_t returns_done_ ABSL_GUARDED_BY(mu_) = 0;
   // Counters other than the handles' departures (care_) and leases
   // (leases_).
   PoolStats stats_ ABSL_GUARDED_BY(mu_);
