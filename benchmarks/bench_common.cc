@@ -87,6 +87,19 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBenchBackend(
       absl::StrCat("unknown --backend=", name, " (sim|cuda|hip|null)"));
 }
 
+int64_t CountedRuntimeCalls(Backend& backend) {
+  auto* sim = dynamic_cast<SimBackend*>(&backend);
+  return sim == nullptr ? -1 : sim->total_calls();
+}
+
+void SetCallsPerCycle(benchmark::State& state, Backend& backend,
+                      int64_t before) {
+  if (before < 0 || state.iterations() == 0) return;
+  state.counters["calls_per_cycle"] =
+      static_cast<double>(CountedRuntimeCalls(backend) - before) /
+      static_cast<double>(state.iterations());
+}
+
 bool Check(benchmark::State& state, const absl::Status& status) {
   if (status.ok()) return true;
   state.SkipWithError(status.ToString().c_str());

@@ -71,6 +71,17 @@ bool Check(benchmark::State& state, const absl::Status& status);
 // time (with UseRealTime: wall time).
 void SetRate(benchmark::State& state, const std::string& name, int64_t count);
 
+// Runtime calls `backend` has counted so far (SimBackend counts every
+// primitive); -1 for a backend that does not count.
+int64_t CountedRuntimeCalls(Backend& backend);
+
+// Sets the "calls_per_cycle" counter: runtime calls since `before` (a
+// CountedRuntimeCalls value taken just before the timed loop) per iteration.
+// Nothing when the backend does not count. The smoke tests hold it to the
+// limits the pools promise (tests/CMakeLists.txt).
+void SetCallsPerCycle(benchmark::State& state, Backend& backend,
+                      int64_t before);
+
 // Iterations for a benchmark whose every iteration creates and destroys
 // `streams_per_iteration` streams: on a slow runtime, enough for about
 // `budget_ms` of raw work (at least 2); 0 (let Google Benchmark decide)

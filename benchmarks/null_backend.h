@@ -36,6 +36,7 @@ class NullBackend : public Backend {
                                                  NativeStream stream) override;
   absl::StatusOr<NativeEvent> CreateEvent(int device,
                                           const EventConfig& config) override;
+  bool HasResettableStreamAttributes(int) override { return false; }
   absl::Status DestroyEvent(int device, NativeEvent event) override;
   absl::Status RecordEvent(int device, NativeEvent event,
                            NativeStream stream) override;

@@ -2,21 +2,27 @@
 // in the same binary and run, per stream config.
 //
 //   stream/raw/<config>                 Backend::CreateStream + DestroyStream
-//   stream/pooled/<config>              StreamPool::Acquire + Release, with
-//                                       the default validation (a query on
-//                                       acquire; capture check, attribute
-//                                       reset and query on return)
-//   stream/pooled_unvalidated/default   the same with validate_on_acquire off
+//   stream/pooled/<config>              StreamPool::Acquire + Release with
+//                                       the default protocol (nothing at
+//                                       acquire; one query at return, plus
+//                                       an attribute reset where the backend
+//                                       has one)
+//   stream/pooled_validated/default     the same with validate_on_acquire on
+//                                       (one more query per cycle)
 //   stream/floor/mutex_vector           absl::Mutex + std::vector pop/push: the
 //                                       least any locked free list can cost
+//                                       with Abseil's mutex
+//   stream/floor/std_mutex_vector       the same over std::mutex, the lock
+//                                       the pools use (src/core/mutex.h)
 //   stream/pool_only/null_backend       StreamPool over a backend whose calls
 //                                       return at once: the pool's own work,
 //                                       to read as a ratio to the floor
-//   stream/pool_only_lean/null_backend  the same without acquire validation
-//                                       and without lease-site tracking
+//   stream/pool_only_lean/null_backend  the same without lease-site tracking
 //
 // The pooled benchmarks prewarm one stream so that every timed iteration is a
-// hit; the "created" counter proves it (it stays at 1).
+// hit: "timed_misses" (streams created inside the timed loop) proves it by
+// staying 0. "calls_per_cycle" counts runtime calls per acquire + release
+// (SimBackend only).
 
 #include <memory>
 #include <string>
@@ -32,6 +38,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/stream_pool.h"
+#include "src/core/mutex.h"
 
 namespace gpupool::bench {
 namespace {
@@ -74,15 +81,20 @@ void PooledAcquireRelease(benchmark::State& state, Backend& backend,
   state.SetLabel(label.c_str());
   StreamPool pool(backend, options);
   if (!Check(state, pool.Prewarm(0, config, 1))) return;
+  const int64_t created_before = pool.GetStats().created;
+  const int64_t calls_before = CountedRuntimeCalls(backend);
   for (auto _ : state) {
     absl::StatusOr<PooledStream> stream = pool.Acquire(0, config);
     if (!Check(state, stream.status())) break;
     benchmark::DoNotOptimize(stream->get());
     stream->Release();
   }
+  SetCallsPerCycle(state, backend, calls_before);
   StreamPoolStats stats = pool.GetStats();
   state.SetItemsProcessed(state.iterations());
   state.counters["created"] = static_cast<double>(stats.created);
+  state.counters["timed_misses"] =
+      static_cast<double>(stats.created - created_before);
   state.counters["hit_rate"] = stats.hit_rate();
 }
 
@@ -111,6 +123,31 @@ void FloorMutexVector(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The same floor over std::mutex (through the pools' annotated wrapper,
+// src/core/mutex.h): what the pools' own cycle is measured against.
+void FloorStdMutexVector(benchmark::State& state) {
+  state.SetLabel("no runtime call");
+  internal::Mutex mu;
+  std::vector<void*> idle;
+  for (uintptr_t i = 1; i <= 64; ++i) {
+    idle.push_back(reinterpret_cast<void*>(i * 0x100));
+  }
+  for (auto _ : state) {
+    void* handle;
+    {
+      internal::MutexLock lock(&mu);
+      handle = idle.back();
+      idle.pop_back();
+    }
+    benchmark::DoNotOptimize(handle);
+    {
+      internal::MutexLock lock(&mu);
+      idle.push_back(handle);
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 void RegisterStreamBenchmarks(const BenchEnv& env) {
   for (const NamedConfig& named : Configs()) {
     Tune(benchmark::RegisterBenchmark(
@@ -127,16 +164,19 @@ void RegisterStreamBenchmarks(const BenchEnv& env) {
         })
         ->UseRealTime();
   }
-  benchmark::RegisterBenchmark("stream/pooled_unvalidated/default",
+  benchmark::RegisterBenchmark("stream/pooled_validated/default",
                                [env](benchmark::State& state) {
                                  StreamPoolOptions options;
-                                 options.validate_on_acquire = false;
+                                 options.validate_on_acquire = true;
                                  PooledAcquireRelease(state, *env.backend,
                                                       env.label, StreamConfig{},
                                                       options);
                                })
       ->UseRealTime();
   benchmark::RegisterBenchmark("stream/floor/mutex_vector", FloorMutexVector)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("stream/floor/std_mutex_vector",
+                               FloorStdMutexVector)
       ->UseRealTime();
   // Over NullBackend whatever --backend says: these measure the pool alone.
   benchmark::RegisterBenchmark(
@@ -147,17 +187,16 @@ void RegisterStreamBenchmarks(const BenchEnv& env) {
                              StreamConfig{}, StreamPoolOptions{});
       })
       ->UseRealTime();
-  benchmark::RegisterBenchmark(
-      "stream/pool_only_lean/null_backend",
-      [](benchmark::State& state) {
-        NullBackend null_backend(1);
-        StreamPoolOptions options;
-        options.validate_on_acquire = false;
-        options.track_lease_sites = false;
-        PooledAcquireRelease(state, null_backend,
-                             "null backend, no validation, no lease sites",
-                             StreamConfig{}, options);
-      })
+  benchmark::RegisterBenchmark("stream/pool_only_lean/null_backend",
+                               [](benchmark::State& state) {
+                                 NullBackend null_backend(1);
+                                 StreamPoolOptions options;
+                                 options.track_lease_sites = false;
+                                 PooledAcquireRelease(
+                                     state, null_backend,
+                                     "null backend, no lease sites",
+                                     StreamConfig{}, options);
+                               })
       ->UseRealTime();
 }
 

@@ -135,6 +135,9 @@ class CheckingBackend final : public Backend {
     return Call(SimOp::kResetAttributes, device,
                 [&] { return sim_.ResetStreamAttributes(device, stream); });
   }
+  bool HasResettableStreamAttributes(int device) override {
+    return sim_.HasResettableStreamAttributes(device);
+  }
   absl::Status StreamWaitEvent(int device, NativeStream stream,
                                NativeEvent event) override {
     return Call(SimOp::kStreamWaitEvent, device,

@@ -296,6 +296,14 @@ bool IsExitDrain(Path path) {
 
 class Harness;
 
+// The instant profile plus a resettable stream attribute, so that the return
+// path's attribute reset exists to inject into.
+SimProfile AttributeProfile() {
+  SimProfile profile = SimProfile::Instant();
+  profile.stream_attributes = true;
+  return profile;
+}
+
 struct Scenario {
   Path path;
   SimOp op;
@@ -314,7 +322,7 @@ struct Scenario {
 class Harness {
  public:
   Harness()
-      : sim(StrictSimOptions(kDevices)),
+      : sim(StrictSimOptions(kDevices, AttributeProfile())),
         backend(sim, {std::string(kCellMarker), std::string(kSetupMarker)}) {}
 
   int cell_faults() const { return backend.marker_count(0); }
@@ -528,15 +536,21 @@ std::vector<Scenario> Scenarios() {
       "Acquire validates an idle stream (2 idle)",
       [](Harness& h) { (void)h.streams->Prewarm(kTarget, {}, 2); },
       [](Harness& h) { return h.AcquireStream(kTarget); },
-      Recovers(/*shutdown=*/kOneStream));
+      Recovers(/*shutdown=*/kOneStream))
+      // Idle handles are trusted by default: the query at acquire is opt-in.
+      .pool_options.validate_on_acquire = true;
   add(
       Path::kStreamDrain, SimOp::kStreamQuery,
       "Acquire checks a drained stream", TwoDrainedStreams,
       [](Harness& h) { return h.AcquireStream(kTarget); },
       Recovers(/*shutdown=*/kOneStream));
   add(
-      Path::kStreamReturn, SimOp::kCaptureStatus, "Release",
-      [](Harness& h) { (void)h.AcquireStream(kTarget); },
+      Path::kStreamReturn, SimOp::kCaptureStatus,
+      "Release while capturing (the query fails, then the status is asked)",
+      [](Harness& h) {
+        (void)h.AcquireStream(kTarget);
+        h.sim.BeginCapture(h.stream(0));
+      },
       [](Harness& h) {
         h.held_streams[0].Release();
         return absl::OkStatus();
@@ -643,7 +657,9 @@ std::vector<Scenario> Scenarios() {
       "Acquire validates an idle event (2 idle)",
       [](Harness& h) { (void)h.events->Prewarm(kTarget, {}, 2); },
       [](Harness& h) { return h.AcquireEvent(kTarget); },
-      Recovers(/*shutdown=*/kOneEvent));
+      Recovers(/*shutdown=*/kOneEvent))
+      // Idle handles are trusted by default: the query at acquire is opt-in.
+      .pool_options.validate_on_acquire = true;
   add(
       Path::kEventDrain, SimOp::kEventQuery, "Acquire checks a drained event",
       TwoDrainedEvents, [](Harness& h) { return h.AcquireEvent(kTarget); },

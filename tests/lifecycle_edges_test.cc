@@ -349,8 +349,14 @@ TEST(LifecycleEdgesTest, LeasesOfAResetDeviceAreDroppedWithoutRuntimeCalls) {
   const NativeStream old_stream = stream->get();
   const NativeEvent old_event = event->get();
 
-  // A sticky error; the pools find it on their next call of the device.
+  // A sticky error; the pools find it on their next call of the device:
+  // the query of a returned handle (an idle one is handed out unqueried).
   sim->PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
+  {
+    absl::StatusOr<PooledStream> idle = pools.streams().Acquire(0);
+    ASSERT_THAT(idle, IsOk());
+  }
+  ASSERT_TRUE(pools.health()->is_poisoned(0));
   EXPECT_THAT(pools.streams().Acquire(0),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("cudaErrorIllegalAddress")));

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gpupool/backend.h"
+#include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "src/backends/runtime/error_class.h"
 
@@ -91,6 +92,7 @@ struct FakeRuntime {
   static inline int graphs_destroyed = 0;
   static inline int attribute_queries = 0;
   static inline int windows_cleared = 0;
+  static inline int is_capturing_calls = 0;
   static inline int device_at_last_call = -1;
   static inline int device_at_priority_query = -1;
   static inline int queries = 0;
@@ -118,6 +120,7 @@ struct FakeRuntime {
     max_window_bytes = 0;
     streams_created = cu_mask_streams_created = events_created = 0;
     graphs_destroyed = attribute_queries = windows_cleared = 0;
+    is_capturing_calls = 0;
     device_at_last_call = -1;
     device_at_priority_query = -1;
     queries = 0;
@@ -247,6 +250,7 @@ struct FakeApi {
   }
   static Error StreamSynchronize(Stream stream) { return StreamQuery(stream); }
   static Error StreamIsCapturing(Stream, CaptureStatus* status) {
+    ++R::is_capturing_calls;
     *status = R::capture_status;
     return kSuccess;
   }
@@ -762,6 +766,78 @@ TEST_F(RuntimeTemplateTest, CaptureStatusNewerThanTheCodeCountsAsInvalidated) {
   ASSERT_TRUE(capture.ok()) << capture.status();
   EXPECT_EQ(*capture, CaptureStatus::kInvalidated);
   EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
+}
+
+// The pool's stream cycle over the runtime template, as on CUDA: nothing at
+// acquire; at return one query, in Relaxed mode (two thread-local
+// exchanges), and no capture-status or attribute call on a device without
+// an access-policy window.
+TEST_F(RuntimeTemplateTest, PooledStreamCycleMakesOneGuardedQuery) {
+  FakeRuntime::max_window_bytes = 0;
+  {
+    StreamPool pool(*backend_);
+    ASSERT_TRUE(pool.Prewarm(0, {}, 1).ok());
+    FakeRuntime::exchange_calls = 0;
+    FakeRuntime::queries = 0;
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      EXPECT_EQ(FakeRuntime::queries, i);
+      EXPECT_EQ(FakeRuntime::exchange_calls, 2 * i);
+    }
+    EXPECT_EQ(FakeRuntime::queries, 3);
+    EXPECT_EQ(FakeRuntime::exchange_calls, 6);
+    EXPECT_EQ(FakeRuntime::mode_at_last_query, kFakeRelaxed);
+    EXPECT_EQ(FakeRuntime::mode, kFakeGlobal);
+    EXPECT_EQ(FakeRuntime::is_capturing_calls, 0);
+    EXPECT_EQ(FakeRuntime::windows_cleared, 0);
+    EXPECT_EQ(pool.GetStats().created, 1);
+  }
+}
+
+// Where the device has a window, the cycle's second call clears it; the
+// device attribute is read once, not per cycle.
+TEST_F(RuntimeTemplateTest, PooledStreamCycleClearsAnExistingWindow) {
+  FakeRuntime::max_window_bytes = 1 << 20;
+  EXPECT_TRUE(backend_->HasResettableStreamAttributes(0));
+  StreamPool pool(*backend_);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+  }
+  EXPECT_EQ(FakeRuntime::windows_cleared, 3);
+  EXPECT_EQ(FakeRuntime::attribute_queries, 1);
+  EXPECT_EQ(FakeRuntime::is_capturing_calls, 0);
+}
+
+TEST_F(RuntimeTemplateTest, NoResettableAttributesWithoutAWindow) {
+  FakeRuntime::max_window_bytes = 0;
+  EXPECT_FALSE(backend_->HasResettableStreamAttributes(0));
+  EXPECT_FALSE(backend_->HasResettableStreamAttributes(-1));
+  absl::StatusOr<std::unique_ptr<Backend>> hip = FakeHipBackend::Create();
+  ASSERT_TRUE(hip.ok()) << hip.status();
+  EXPECT_FALSE((*hip)->HasResettableStreamAttributes(0));
+}
+
+// A capturing stream's query is refused (a capture error, kResource): only
+// then does the pool ask the capture status, end the capture and destroy
+// the stream.
+TEST_F(RuntimeTemplateTest, RefusedQueryRevealsACaptureAtReturn) {
+  StreamPool pool(*backend_);
+  {
+    absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    FakeRuntime::capture_status = kFakeActive;
+    FakeRuntime::query_error = kFakeCaptureInvalidated;
+    FakeRuntime::end_capture_yields_graph = true;
+  }
+  EXPECT_EQ(FakeRuntime::queries, 1);
+  // Once to learn the capture, once to confirm EndCapture ended it.
+  EXPECT_EQ(FakeRuntime::is_capturing_calls, 2);
+  EXPECT_EQ(FakeRuntime::graphs_destroyed, 1);
+  EXPECT_EQ(pool.GetStats().discarded_faulty, 1);
+  EXPECT_EQ(pool.GetStats().idle, 0);
+  FakeRuntime::query_error = kFakeSuccess;
 }
 
 }  // namespace

@@ -67,10 +67,12 @@ TEST_F(StreamPoolSimTest, StreamReturnedWhileCapturingIsDestroyed) {
     sim_.BeginCapture(capturing);
   }
   EXPECT_FALSE(sim_.is_live_stream(capturing));
+  // The return's one query is refused (and, as on a real runtime, kills the
+  // capture: its graph is discarded anyway); only then is the capture
+  // status asked and the capture ended.
+  EXPECT_EQ(sim_.calls(SimOp::kStreamQuery), 1);
+  EXPECT_EQ(sim_.calls(SimOp::kCaptureStatus), 1);
   EXPECT_EQ(sim_.calls(SimOp::kEndCapture), 1);
-  // Validation must not have queried the capturing stream (that would
-  // invalidate the capture on a real runtime).
-  EXPECT_EQ(sim_.calls(SimOp::kStreamQuery), 0);
   const StreamPoolStats stats = pool.GetStats();
   EXPECT_EQ(stats.discarded_faulty, 1);
   EXPECT_EQ(stats.idle, 0);
@@ -101,17 +103,31 @@ TEST_F(StreamPoolSimTest, StreamWhoseCaptureCannotBeEndedIsLeakedNotDestroyed) {
 }
 
 TEST_F(StreamPoolSimTest, AttributesAreResetOnReturn) {
-  StreamPool pool(sim_);
+  SimProfile profile;
+  profile.stream_attributes = true;  // like a CUDA device with persisting L2
+  SimBackend sim(StrictSimOptions(1, profile));
+  StreamPool pool(sim);
   NativeStream handle;
   {
     absl::StatusOr<PooledStream> stream = pool.Acquire(0);
     ASSERT_THAT(stream, IsOk());
     handle = stream->get();
-    sim_.SetStreamAttribute(handle);
-    EXPECT_TRUE(sim_.attributes_dirty(handle));
+    sim.SetStreamAttribute(handle);
+    EXPECT_TRUE(sim.attributes_dirty(handle));
   }
-  EXPECT_FALSE(sim_.attributes_dirty(handle));
+  EXPECT_FALSE(sim.attributes_dirty(handle));
+  EXPECT_EQ(sim.calls(SimOp::kResetAttributes), 1);
   EXPECT_EQ(pool.GetStats().idle, 1);
+}
+
+TEST_F(StreamPoolSimTest, NoAttributeResetWhereTheBackendHasNone) {
+  StreamPool pool(sim_);  // the instant profile: no resettable attribute
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+    ASSERT_THAT(stream, IsOk());
+  }
+  EXPECT_EQ(sim_.calls(SimOp::kResetAttributes), 0);
+  EXPECT_EQ(sim_.calls(SimOp::kStreamQuery), 3);
 }
 
 TEST_F(StreamPoolSimTest, FaultedStreamIsDestroyedNotReused) {
@@ -133,8 +149,10 @@ TEST_F(StreamPoolSimTest, FaultedStreamIsDestroyedNotReused) {
   EXPECT_NE(next->get(), faulty);
 }
 
-TEST_F(StreamPoolSimTest, IdleStreamThatFaultsIsSkippedAtAcquire) {
-  StreamPool pool(sim_);
+TEST_F(StreamPoolSimTest, IdleStreamThatFaultsIsSkippedAtAcquireWhenOptedIn) {
+  PoolOptions options;
+  options.validate_on_acquire = true;
+  StreamPool pool(sim_, options);
   NativeStream handle;
   {
     absl::StatusOr<PooledStream> stream = pool.Acquire(0);
@@ -148,6 +166,28 @@ TEST_F(StreamPoolSimTest, IdleStreamThatFaultsIsSkippedAtAcquire) {
   EXPECT_NE(next->get(), handle);
   EXPECT_FALSE(sim_.is_live_stream(handle));
   EXPECT_EQ(pool.GetStats().discarded_faulty, 1);
+}
+
+// By default an idle stream is trusted (it was validated at its return): a
+// fault that arrives while it sits idle is handed out, and caught by the
+// query at its next return.
+TEST_F(StreamPoolSimTest, IdleStreamThatFaultsIsCaughtAtItsNextReturn) {
+  StreamPool pool(sim_);
+  NativeStream handle;
+  {
+    absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+    ASSERT_THAT(stream, IsOk());
+    handle = stream->get();
+  }
+  sim_.FaultStream(handle, absl::InternalError("faulted while idle"));
+  {
+    absl::StatusOr<PooledStream> same = pool.Acquire(0);
+    ASSERT_THAT(same, IsOk());
+    EXPECT_EQ(same->get(), handle);
+  }
+  EXPECT_FALSE(sim_.is_live_stream(handle));
+  EXPECT_EQ(pool.GetStats().discarded_faulty, 1);
+  EXPECT_EQ(pool.GetStats().idle, 0);
 }
 
 TEST_F(StreamPoolSimTest, StickyErrorPoisonsTheDevice) {
@@ -181,7 +221,11 @@ TEST_F(StreamPoolSimTest, StickyErrorPoisonsTheDevice) {
 }
 
 TEST_F(StreamPoolSimTest, RecoverDeviceStartsANewGeneration) {
-  StreamPool pool(sim_);
+  // Validated acquires, so that the acquire below is the call that meets the
+  // sticky error (by default the next return would).
+  PoolOptions options;
+  options.validate_on_acquire = true;
+  StreamPool pool(sim_, options);
   absl::StatusOr<PooledStream> old_lease = pool.Acquire(1);
   ASSERT_THAT(old_lease, IsOk());
   ASSERT_THAT(pool.Prewarm(1, {}, 2), IsOk());
@@ -284,7 +328,7 @@ TEST_F(StreamPoolSimTest, ShutdownFaultLeaksQuietly) {
   absl::StatusOr<PooledStream> stream = pool.Acquire(0);
   ASSERT_THAT(stream, IsOk());
   const NativeStream handle = stream->get();
-  sim_.FailNext(SimOp::kCaptureStatus,
+  sim_.FailNext(SimOp::kStreamQuery,
                 FaultError(Fault::kShutdown, absl::StatusCode::kUnavailable,
                            "cudaErrorCudartUnloading"));
   stream->Release();

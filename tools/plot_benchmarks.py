@@ -159,10 +159,11 @@ def summary(by_tag, demo):
             out.append("| pool overhead | per acquire+release | / floor |")
             out.append("|---|---|---|")
             for variant, config in (("floor", "mutex_vector"),
+                                    ("floor", "std_mutex_vector"),
                                     ("pool_only_lean", "null_backend"),
                                     ("pool_only", "null_backend"),
-                                    ("pooled_unvalidated", "default"),
-                                    ("pooled", "default")):
+                                    ("pooled", "default"),
+                                    ("pooled_validated", "default")):
                 r = run.find("stream", variant, config)
                 if r:
                     out.append("| stream/%s/%s | %s | %.2f× |" % (
@@ -268,10 +269,11 @@ def plot_pool_overhead(plt, run, path):
     for variant, config, label in (
             ("floor", "mutex_vector", "floor:\nmutex + vector"),
             ("pool_only_lean", "null_backend",
-             "pool alone,\nno validation"),
+             "pool alone,\nno lease sites"),
             ("pool_only", "null_backend", "pool alone\n(null backend)"),
-            ("pooled_unvalidated", "default", "pooled on backend,\nunvalidated"),
-            ("pooled", "default", "pooled on backend,\nvalidated")):
+            ("pooled", "default", "pooled on backend"),
+            ("pooled_validated", "default",
+             "pooled on backend,\nvalidated at acquire")):
         r = run.find("stream", variant, config)
         if r:
             bars.append((label, r.ns))

@@ -196,9 +196,10 @@ class Backend {
   virtual absl::Status DestroyStream(int device, NativeStream stream) = 0;
 
   // OK when all work on `stream` is complete; kNotReady (Unavailable) while
-  // work is pending; kResource when the stream faulted. Runs with the calling
-  // thread's capture mode exchanged to Relaxed and restored, so a query can
-  // never invalidate another thread's graph capture.
+  // work is pending; kResource when the stream faulted. A capturing stream
+  // is never reported OK or kNotReady (the runtimes refuse to query it): a
+  // pool asks GetCaptureStatus only after a failed query. Never invalidates
+  // another thread's graph capture (see each backend for how).
   virtual absl::Status QueryStream(int device, NativeStream stream) = 0;
 
   // Blocks until all work on `stream` completes. Faults as QueryStream.
@@ -216,6 +217,13 @@ class Backend {
   // Resets per-stream attributes (e.g. the CUDA L2 access-policy window) to
   // their creation defaults. Default: OK (nothing to reset).
   virtual absl::Status ResetStreamAttributes(int device, NativeStream stream);
+
+  // Whether streams on `device` can carry an attribute that
+  // ResetStreamAttributes must clear. Pools ask once per (device, config)
+  // and, where it is false, never call ResetStreamAttributes: one runtime
+  // call less per returned stream. Default: true (a backend that overrides
+  // ResetStreamAttributes keeps getting the call).
+  virtual bool HasResettableStreamAttributes(int device);
 
   // Makes future work on `stream` wait for `event` without blocking the
   // host. Default: Unimplemented.
@@ -237,8 +245,8 @@ class Backend {
                                    NativeStream stream) = 0;
 
   // OK when the work captured by the last record is complete (or the event
-  // was never recorded); kNotReady while pending. Runs in Relaxed capture
-  // mode like QueryStream.
+  // was never recorded); kNotReady while pending. Capture-safe like
+  // QueryStream.
   virtual absl::Status QueryEvent(int device, NativeEvent event) = 0;
 
   // Blocks until the event completes.

@@ -86,6 +86,10 @@ struct SimProfile {
   int least_priority = 0;
   // Whether a non-empty cu_mask is accepted (HIP) or a kCaller error (CUDA).
   bool supports_cu_mask = false;
+  // Whether streams carry a resettable attribute (CUDA's L2 access-policy
+  // window on a device with persisting L2): HasResettableStreamAttributes,
+  // so pools reset attributes on return only where this is set.
+  bool stream_attributes = false;
 
   // No latency at all (unit tests).
   static SimProfile Instant();
@@ -131,6 +135,8 @@ class SimBackend : public Backend {
                                                  NativeStream stream) override;
   absl::Status EndCapture(int device, NativeStream stream) override;
   absl::Status ResetStreamAttributes(int device, NativeStream stream) override;
+  // The profile's `stream_attributes` (no runtime call, not counted).
+  bool HasResettableStreamAttributes(int device) override;
   absl::Status StreamWaitEvent(int device, NativeStream stream,
                                NativeEvent event) override;
   absl::StatusOr<NativeEvent> CreateEvent(int device,
@@ -171,7 +177,8 @@ class SimBackend : public Backend {
   // Starts a graph capture on `stream` (status becomes kActive).
   void BeginCapture(NativeStream stream);
   // Marks a stream attribute as changed from its default (e.g. an L2 access
-  // policy window); ResetStreamAttributes clears it.
+  // policy window); ResetStreamAttributes clears it. Meaningful only with a
+  // profile whose `stream_attributes` is set (else pools never reset).
   void SetStreamAttribute(NativeStream stream);
   // Limits `kind` memory of `device` to `bytes` in total (live allocations
   // included). Allocations beyond it fail with kOutOfMemory.

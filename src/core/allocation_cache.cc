@@ -28,6 +28,7 @@
 #include "gpupool/event_pool.h"
 #include "src/core/allocation_block.h"
 #include "src/core/allocation_shard.h"
+#include "src/core/mutex.h"
 #include "src/core/process_state.h"
 #include "src/core/size_classes.h"
 
@@ -143,7 +144,7 @@ class AllocationCacheCore
     std::vector<AllocationBlock*> candidates;
     std::vector<AllocationBlock*> stale;
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       shard.TakeStaleLocked(health_->generation(device), &stale);
       if (stream != nullptr) {
         block = shard.TakeSameStreamLocked(size_class, stream);
@@ -191,7 +192,7 @@ class AllocationCacheCore
     if (!ptr.ok()) return ptr.status();
     block = NewBlock(shard, *ptr, rounded, size_class, generation);
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.misses;
       LeaseLocked(shard, block, bytes, stream, where);
     }
@@ -224,7 +225,7 @@ class AllocationCacheCore
     AllocationBlock* to_poll = nullptr;
     std::vector<AllocationBlock*> garbage;
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       shard.RemoveInUseLocked(block);
       const bool keep =
           outcome == Outcome::kIdle || outcome == Outcome::kPending;
@@ -291,7 +292,7 @@ class AllocationCacheCore
     void* existing = nullptr;
     std::vector<AllocationBlock*> stale;
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       buffer = LockedStableBuffer(shard, name, &stale);
       if (buffer->ptr != nullptr && bytes <= buffer->capacity) {
         existing = buffer->ptr;
@@ -314,7 +315,7 @@ class AllocationCacheCore
     void* ptr = nullptr;
     std::vector<AllocationBlock*> stale;
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ptr = shard.TakeStableLocked(LockedStableBuffer(shard, name, &stale));
     }
     DeleteBlocks(stale);
@@ -371,7 +372,7 @@ class AllocationCacheCore
       std::vector<AllocationBlock*> stale;
       std::vector<void*> stable;
       {
-        absl::MutexLock lock(&shard.mu);
+        MutexLock lock(&shard.mu);
         if (close) shard.closed = true;
         shard.TakeStaleLocked(health_->generation(shard.device()), &stale);
         shard.TakeCachedLocked(static_cast<size_t>(-1), &blocks);
@@ -432,7 +433,7 @@ class AllocationCacheCore
     std::vector<OutstandingLease> out;
     if (Forked()) return out;
     for (const auto& shard : shards_) {
-      absl::MutexLock lock(&shard->mu);
+      MutexLock lock(&shard->mu);
       shard->AppendOutstandingLocked(&out);
     }
     return out;
@@ -479,7 +480,7 @@ class AllocationCacheCore
   }
 
   AllocationCacheStats ShardStats(const AllocationShard& shard) const {
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     return shard.stats;
   }
 
@@ -526,7 +527,7 @@ class AllocationCacheCore
       AllocationShard& shard = Shard(device, kind);
       std::vector<AllocationBlock*> stale;
       {
-        absl::MutexLock lock(&shard.mu);
+        MutexLock lock(&shard.mu);
         shard.TakeStaleLocked(health_->generation(device), &stale);
       }
       DeleteBlocks(stale);
@@ -578,7 +579,7 @@ class AllocationCacheCore
     AllocationBlock* block =
         NewBlock(shard, *ptr, bytes, /*size_class=*/-1, generation);
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.uncached_allocations;
       LeaseLocked(shard, block, bytes, stream, where);
     }
@@ -638,7 +639,7 @@ class AllocationCacheCore
     // Consumed (waited on or complete): back to the EventPool.
     if (chosen != nullptr) chosen->events.clear();
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       const uint64_t generation = health_->generation(shard.device());
       // Back as the oldest again, in their original order.
       for (auto it = keep.rbegin(); it != keep.rend(); ++it) {
@@ -796,7 +797,7 @@ class AllocationCacheCore
     const int device = shard.device();
     absl::StatusOr<void*> ptr = backend_.Allocate(device, bytes, shard.kind());
     if (ptr.ok()) {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.runtime_allocations;
       return ptr;
     }
@@ -817,7 +818,7 @@ class AllocationCacheCore
     const Released released =
         ReleaseCached(shard, static_cast<size_t>(-1), /*with_retiring=*/true);
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.oom_retries;
     }
     if (health_->is_poisoned(device)) {
@@ -825,7 +826,7 @@ class AllocationCacheCore
     }
     ptr = backend_.Allocate(device, bytes, shard.kind());
     if (ptr.ok()) {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.runtime_allocations;
       return ptr;
     }
@@ -845,7 +846,7 @@ class AllocationCacheCore
       health_->Poison(shard.device(), status);
       status = PoisonedError(shard.device());
     }
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     ++shard.stats.failed_allocations;
     return status;
   }
@@ -887,7 +888,7 @@ class AllocationCacheCore
     std::vector<AllocationBlock*> blocks;
     std::vector<AllocationBlock*> stale;
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       shard.TakeStaleLocked(health_->generation(shard.device()), &stale);
       if (bytes > 0) shard.TakeCachedLocked(bytes, &blocks);
       if (with_retiring) shard.TakeAllRetiringLocked(&blocks);
@@ -931,7 +932,7 @@ class AllocationCacheCore
                        Outcome outcome) {
     if (outcome == Outcome::kIdle) return FreeBlock(shard, block);
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++(outcome == Outcome::kDrop ? shard.stats.blocks_dropped
                                    : shard.stats.blocks_leaked);
     }
@@ -944,7 +945,7 @@ class AllocationCacheCore
     absl::Status status;
     if (health_->is_poisoned(block->device) ||
         block->generation != health_->generation(block->device)) {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.blocks_dropped;
     } else {
       status = FreeRaw(shard, block->ptr);
@@ -955,7 +956,7 @@ class AllocationCacheCore
 
   absl::Status FreeRaw(AllocationShard& shard, void* ptr) {
     if (health_->is_poisoned(shard.device())) {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       ++shard.stats.blocks_dropped;
       return absl::OkStatus();
     }
@@ -963,7 +964,7 @@ class AllocationCacheCore
     if (FaultOf(status) == Fault::kDevice) {
       health_->Poison(shard.device(), status);
     }
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     ++shard.stats.runtime_frees;
     return status;
   }
@@ -972,7 +973,7 @@ class AllocationCacheCore
   void PollRetiring(AllocationShard& shard) {
     AllocationBlock* block = nullptr;
     {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       if (!shard.has_retiring()) return;
       block = shard.TakeOldestRetiringLocked();
     }
@@ -989,7 +990,7 @@ class AllocationCacheCore
     }
     Outcome outcome = QueryEvents(block);
     if (outcome == Outcome::kPending) {
-      absl::MutexLock lock(&shard.mu);
+      MutexLock lock(&shard.mu);
       shard.RestoreRetiringLocked(block);
       return;
     }
@@ -1021,7 +1022,7 @@ class AllocationCacheCore
                                     ? absl::StatusOr<void*>(AllocationFailed(
                                           shard, PoisonedError(shard.device())))
                                     : RuntimeAllocate(shard, bytes, capacity);
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     buffer->busy = false;
     if (!ptr.ok()) return ptr.status();
     buffer->ptr = *ptr;

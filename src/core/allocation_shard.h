@@ -1,8 +1,9 @@
 // One (device, MemoryKind) shard of the allocation cache: the free lists of
 // every size class, the retiring list, the leases out, the stable buffers and
-// the counters, all under one absl::Mutex. Pure bookkeeping: nothing here
-// calls the runtime, so every method is safe to run under the lock; the
-// caller (AllocationCacheCore) makes runtime calls with the lock released.
+// the counters, all under one Mutex (src/core/mutex.h). Pure bookkeeping:
+// nothing here calls the runtime, so every method is safe to run under the
+// lock; the caller (AllocationCacheCore) makes runtime calls with the lock
+// released.
 //
 // Per size class ("bin") a cached block is in one of two lists:
 //   ready    no pending work anywhere: any request may take it (LIFO);
@@ -28,6 +29,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/pool_stats.h"
 #include "src/core/allocation_block.h"
+#include "src/core/mutex.h"
 
 namespace gpupool::internal {
 
@@ -55,7 +57,7 @@ class AllocationShard {
   int device() const { return device_; }
   MemoryKind kind() const { return kind_; }
 
-  mutable absl::Mutex mu;
+  mutable Mutex mu;
 
   // --- Cached blocks -------------------------------------------------------
   // Caches `block` (its events and release_stream set) if the device stays

@@ -28,6 +28,8 @@ absl::Status Backend::ResetStreamAttributes(int, NativeStream) {
   return absl::OkStatus();
 }
 
+bool Backend::HasResettableStreamAttributes(int) { return true; }
+
 absl::Status Backend::StreamWaitEvent(int, NativeStream, NativeEvent) {
   return absl::UnimplementedError(
       absl::StrCat(std::string(name()), " backend has no stream-wait-event"));

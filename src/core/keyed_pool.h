@@ -2,8 +2,9 @@
 //
 // A pool is a set of shards, one per (device, config). A shard owns an idle
 // LIFO, a draining list (handles returned with work still pending), counters
-// and the sites of its outstanding leases, all under its own absl::Mutex: no
-// lock is global on the hot path. The runtime is never called while a shard
+// and the sites of its outstanding leases, all under its own Mutex
+// (src/core/mutex.h: a std::mutex, never a process-wide lock): no lock is
+// global on the hot path. The runtime is never called while a shard
 // lock is held: every create, query, destroy happens with the lock released,
 // with capacity reserved beforehand (`live_`) so that bounds hold.
 //
@@ -16,8 +17,13 @@
 //     static absl::StatusOr<void*> Create(Backend&, int device, const Config&);
 //     static absl::Status Destroy(Backend&, int device, void* handle);
 //     static absl::Status Query(Backend&, int device, void* handle);
-//     // Return-protocol steps before the query (capture, attributes).
-//     static Check PrepareForReuse(Backend&, int device, void* handle);
+//     // Return protocol: what a failed (not merely pending) query means
+//     // (streams: examine and end a capture), and the attribute reset,
+//     // called only where HasResettableAttributes said so (once per shard).
+//     static Check CheckFailedQuery(Backend&, int device, void* handle,
+//                                   const absl::Status& query);
+//     static bool HasResettableAttributes(Backend&, int device);
+//     static Check ResetAttributes(Backend&, int device, void* handle);
 //   };
 //
 // Shards are shared with the leases they hand out, so a lease returned after
@@ -54,6 +60,7 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/prewarm.h"
 #include "gpupool/source_location.h"
+#include "src/core/mutex.h"
 #include "src/core/prewarm_state.h"
 #include "src/core/process_state.h"
 
@@ -144,11 +151,13 @@ class KeyedPool {
       // drain must go: it would run on this freed pool at the child's exit.
       UnregisterExitDrain(exit_registration_);
       for (auto& slot : slots_) slot.release();  // NOLINT: deliberate leak
-      // Not even a mutex may be destroyed here: ~absl::Mutex takes Abseil's
-      // process-wide deadlock-detection lock (Debian builds it with
+      // Not even an absl::Mutex may be destroyed here: ~absl::Mutex takes
+      // Abseil's process-wide deadlock-detection lock (Debian builds it with
       // NDEBUG unset), which a parent thread may have held at fork time.
-      // So the prewarm state (its mutex, and threads that do not exist in
-      // the child) and a reference to the health (its mutexes) are leaked.
+      // The pool's own locks are std::mutex (src/core/mutex.h), but the
+      // shards and a reference of ours keep the health (absl::Mutex) alive,
+      // and the prewarm state holds threads that do not exist in the child:
+      // all leaked.
       prewarm_.release();                                     // NOLINT: leak
       new std::shared_ptr<DeviceHealth>(std::move(health_));  // NOLINT: leak
       return;
@@ -197,7 +206,7 @@ class KeyedPool {
       return ticket;
     }
     std::shared_ptr<Shard> owned = (*shard)->shared_from_this();
-    absl::MutexLock lock(&prewarm_->mu);
+    MutexLock lock(&prewarm_->mu);
     if (prewarm_->stopped) {
       state->Finish(ExitingError());
       return ticket;
@@ -265,20 +274,25 @@ class KeyedPool {
 
  private:
   // One (device, config): idle LIFO, draining list, counters. Outlives the
-  // pool while leases are out (they hold it), then is closed.
-  class Shard final : public LeaseOwner,
-                      public std::enable_shared_from_this<Shard> {
+  // pool while leases are out (they hold it), then is closed. Cache-line
+  // aligned: shards of different devices are used by different threads,
+  // and each one's lock, lists and (make_shared) reference count are
+  // written on every hit; sharing a line with a neighbour's would make two
+  // threads on two devices slow each other down.
+  class alignas(64) Shard final : public LeaseOwner,
+                                  public std::enable_shared_from_this<Shard> {
    public:
     Shard(Backend* backend, std::shared_ptr<DeviceHealth> health,
           const PoolOptions& options, int device, Config config,
-          uint64_t fork_epoch)
+          uint64_t fork_epoch, bool resettable_attributes)
         : backend_(backend),
           health_(std::move(health)),
           options_(options),
           device_(device),
           config_(std::move(config)),
           fork_epoch_(fork_epoch),
-          lease_prefix_(NextShardIndex() << 40) {}
+          lease_prefix_(NextShardIndex() << 40),
+          resettable_attributes_(resettable_attributes) {}
 
     int device() const override { return device_; }
     const void* config() const override { return &config_; }
@@ -302,7 +316,7 @@ class KeyedPool {
         Entry entry;
         Ticket ticket;
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           if (closed_) return ClosedError();
           DropStaleLocked(generation);
           // A reused handle is counted as leased in this same critical
@@ -348,24 +362,26 @@ class KeyedPool {
           absl::StatusOr<void*> created = CreateInReservedSlot(&latency);
           if (!created.ok()) return created.status();
           {
-            absl::MutexLock lock(&mu_);
+            MutexLock lock(&mu_);
             RecordCreatedLocked(latency);
             ticket = ReserveLeaseLocked(where, /*reused=*/false);
           }
           return MakeLease(*created, ticket, generation);
         }
 
-        // An idle or drained handle: prove it is safe before handing it out.
+        // An idle handle was validated when it came back and nobody could
+        // enqueue on it since: trusted unless validate_on_acquire (opt-in).
+        // A drained one was still busy at return: always queried.
         if (source == kDrained || options_.validate_on_acquire) {
           absl::Status query = Kind::Query(*backend_, device_, entry.handle);
           if (!query.ok()) {
             if (FaultOf(query) == Fault::kNotReady) {
-              absl::MutexLock lock(&mu_);
+              MutexLock lock(&mu_);
               UndoReservationLocked(ticket);
               draining_.push_back(entry);
             } else {
               {
-                absl::MutexLock lock(&mu_);
+                MutexLock lock(&mu_);
                 UndoReservationLocked(ticket);
               }
               Dispose(entry.handle, CheckFor(query), /*faulty=*/true);
@@ -375,7 +391,7 @@ class KeyedPool {
         }
         if (entry.generation != health_->generation(device_)) {
           // Poisoned or recovered while we validated: never hand it out.
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           UndoReservationLocked(ticket);
           --live_;
           ++stats_.dropped;
@@ -390,7 +406,8 @@ class KeyedPool {
       const Ticket ticket{lease_id, site};
       // A forked child must take no lock and make no runtime call. Nor may
       // it destroy this shard (the lease may hold the last reference, its
-      // pool gone): ~absl::Mutex takes a process-wide lock that a parent
+      // pool gone): it holds the health, whose ~absl::Mutex takes a
+      // process-wide lock that a parent
       // thread may have held at fork time. Keep it alive for good.
       if (ForkEpoch() != fork_epoch_) {
         new std::shared_ptr<Shard>(this->shared_from_this());  // NOLINT: leak
@@ -401,36 +418,39 @@ class KeyedPool {
       // a handle of an older generation belongs to a dead context.
       if (closed_flag_.load(std::memory_order_acquire) || ProcessIsExiting() ||
           generation != health_->generation(device_)) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         ForgetLocked(ticket, generation);
         return;
       }
       if (discard) {
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           FinishLeaseLocked(ticket);
         }
         Destroy(handle, /*faulty=*/true);
         return;
       }
-      Check check = Kind::PrepareForReuse(*backend_, device_, handle);
-      absl::Status query;
-      if (check.disposition == Disposition::kProceed) {
-        query = Kind::Query(*backend_, device_, handle);
-        if (!query.ok() && FaultOf(query) != Fault::kNotReady) {
-          check = CheckFor(query);
-        }
+      // One validating call: the query. Its failure is also how a capturing
+      // stream shows (the query of a capturing stream is refused), so the
+      // capture is examined only then; attributes are reset only where the
+      // backend has any.
+      absl::Status query = Kind::Query(*backend_, device_, handle);
+      Check check;
+      if (!query.ok() && FaultOf(query) != Fault::kNotReady) {
+        check = Kind::CheckFailedQuery(*backend_, device_, handle, query);
+      } else if (resettable_attributes_) {
+        check = Kind::ResetAttributes(*backend_, device_, handle);
       }
       if (check.disposition != Disposition::kProceed) {
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           FinishLeaseLocked(ticket);
         }
         Dispose(handle, check, /*faulty=*/true);
         return;
       }
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (closed_ || ProcessIsExiting() ||
             generation != health_->generation(device_)) {
           ForgetLocked(ticket, generation);
@@ -460,7 +480,7 @@ class KeyedPool {
         if (!healthy.ok()) return healthy;
         const uint64_t generation = health_->generation(device_);
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           if (closed_) return ClosedError();
           DropStaleLocked(generation);
           const int held = static_cast<int>(idle_.size());
@@ -474,7 +494,7 @@ class KeyedPool {
         absl::Duration latency;
         absl::StatusOr<void*> created = CreateInReservedSlot(&latency);
         if (!created.ok()) return created.status();
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         RecordCreatedLocked(latency);
         idle_.push_back(Entry{*created, generation});
       }
@@ -486,7 +506,7 @@ class KeyedPool {
       std::vector<Entry> idle;
       std::deque<Entry> draining;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (closed_) return;
         idle.swap(idle_);
         draining.swap(draining_);
@@ -507,7 +527,7 @@ class KeyedPool {
         }
         absl::Status query = Kind::Query(*backend_, device_, entry.handle);
         if (FaultOf(query) == Fault::kNotReady) {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           draining_.push_back(entry);
         } else if (query.ok()) {
           Destroy(entry.handle, false);
@@ -523,7 +543,7 @@ class KeyedPool {
     void Close(bool call_runtime) {
       std::vector<Entry> handles;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         closed_ = true;
         closed_flag_.store(true, std::memory_order_release);
         handles.swap(idle_);
@@ -537,7 +557,7 @@ class KeyedPool {
         if (call_runtime && entry.generation == health_->generation(device_)) {
           Destroy(entry.handle, false);
         } else {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           --live_;
           ++(call_runtime ? stats_.dropped : stats_.leaked);
         }
@@ -547,12 +567,12 @@ class KeyedPool {
     // Drops (without runtime calls) handles of an older device generation.
     void DropStale() {
       const uint64_t generation = health_->generation(device_);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       DropStaleLocked(generation);
     }
 
     PoolStats Stats() const {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       PoolStats stats = stats_;
       const uint64_t generation = health_->generation(device_);
       stats.in_use = in_use_;
@@ -566,7 +586,7 @@ class KeyedPool {
     }
 
     void AppendOutstanding(std::vector<OutstandingLease>* out) const {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (const Site& site : sites_) {
         if (site.lease_id == 0) continue;
         out->push_back(OutstandingLease{std::string(Kind::kName), device_,
@@ -706,7 +726,7 @@ class KeyedPool {
 
     // Forgets a handle we hold (not in any list) without a runtime call.
     void DropHeld() {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       --live_;
       ++stats_.dropped;
     }
@@ -720,13 +740,13 @@ class KeyedPool {
           return;
         case Disposition::kPoison: {
           health_->Poison(device_, check.status);
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           --live_;
           ++stats_.dropped;
           return;
         }
         case Disposition::kLeak: {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           --live_;
           ++stats_.leaked;
           return;
@@ -744,7 +764,7 @@ class KeyedPool {
       *latency = absl::Now() - start;
       if (!created.ok()) {
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           --live_;
         }
         if (FaultOf(created.status()) == Fault::kDevice) {
@@ -767,7 +787,7 @@ class KeyedPool {
       if (FaultOf(status) == Fault::kDevice) {
         health_->Poison(device_, status);
       }
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       --live_;
       ++stats_.destroyed;
       if (faulty) ++stats_.discarded_faulty;
@@ -781,8 +801,10 @@ class KeyedPool {
     const Config config_;
     const uint64_t fork_epoch_;
     const uint64_t lease_prefix_;
+    // Asked once per shard: whether returned handles need an attribute reset.
+    const bool resettable_attributes_;
 
-    mutable absl::Mutex mu_;
+    mutable Mutex mu_;
     std::vector<Entry> idle_ ABSL_GUARDED_BY(mu_);  // LIFO: warmest on top
     std::deque<Entry> draining_ ABSL_GUARDED_BY(mu_);
     // Handles in this shard's custody: leased, idle, draining, or reserved
@@ -801,8 +823,8 @@ class KeyedPool {
     std::vector<uint32_t> free_sites_ ABSL_GUARDED_BY(mu_);
   };
 
-  struct DeviceSlot {
-    mutable absl::Mutex mu;
+  struct alignas(64) DeviceSlot {
+    mutable Mutex mu;
     absl::flat_hash_map<Config, std::shared_ptr<Shard>> shards
         ABSL_GUARDED_BY(mu);
     // The shard used last on this device: most clients use one or two
@@ -836,16 +858,20 @@ class KeyedPool {
     if (recent != nullptr && recent->config_value() == config) return recent;
     Shard* shard = nullptr;
     {
-      absl::ReaderMutexLock lock(&slot.mu);
+      MutexLock lock(&slot.mu);
       auto it = slot.shards.find(config);
       if (it != slot.shards.end()) shard = it->second.get();
     }
     if (shard == nullptr) {
-      absl::MutexLock lock(&slot.mu);
+      // Asked before the lock: on CUDA the first answer per device reads a
+      // device attribute, and no runtime call is made under a pool lock.
+      const bool resettable = Kind::HasResettableAttributes(backend_, device);
+      MutexLock lock(&slot.mu);
       auto [it, inserted] = slot.shards.try_emplace(config);
       if (inserted) {
-        it->second = std::make_shared<Shard>(&backend_, health_, options_,
-                                             device, config, fork_epoch_);
+        it->second =
+            std::make_shared<Shard>(&backend_, health_, options_, device,
+                                    config, fork_epoch_, resettable);
       }
       shard = it->second.get();
     }
@@ -855,7 +881,7 @@ class KeyedPool {
 
   std::shared_ptr<Shard> FindShard(int device, const Config& config) const {
     const DeviceSlot& slot = *slots_[device];
-    absl::ReaderMutexLock lock(&slot.mu);
+    MutexLock lock(&slot.mu);
     auto it = slot.shards.find(config);
     return it == slot.shards.end() ? nullptr : it->second;
   }
@@ -863,7 +889,7 @@ class KeyedPool {
   std::vector<std::shared_ptr<Shard>> AllShards() const {
     std::vector<std::shared_ptr<Shard>> shards;
     for (const auto& slot : slots_) {
-      absl::ReaderMutexLock lock(&slot->mu);
+      MutexLock lock(&slot->mu);
       for (const auto& [config, shard] : slot->shards) shards.push_back(shard);
     }
     return shards;
@@ -878,7 +904,7 @@ class KeyedPool {
   void StopPrewarms() {
     std::vector<std::thread> threads;
     {
-      absl::MutexLock lock(&prewarm_->mu);
+      MutexLock lock(&prewarm_->mu);
       prewarm_->stopped = true;
       threads.swap(prewarm_->threads);
     }
@@ -905,7 +931,7 @@ class KeyedPool {
   // Background prewarms. On the heap so that a fork()ed child can leak it
   // (see the destructor).
   struct PrewarmThreads {
-    absl::Mutex mu;
+    Mutex mu;
     std::vector<std::thread> threads ABSL_GUARDED_BY(mu);
     bool stopped ABSL_GUARDED_BY(mu) = false;
   };

@@ -29,31 +29,46 @@ struct StreamKind {
   static absl::Status Query(Backend& backend, int device, void* stream) {
     return backend.QueryStream(device, stream);
   }
-  // Return protocol steps 2–3: a capturing stream is never reused (its
-  // capture is ended and the graph discarded first, so destroying it cannot
-  // leak a half-built graph); attributes go back to creation defaults.
-  static Check PrepareForReuse(Backend& backend, int device, void* stream) {
+  // Return protocol, after a query that failed other than "pending": the
+  // query of a capturing stream is refused (CUDA/HIP: a StreamCapture*
+  // error; the simulator alike), so only now is the capture status worth a
+  // call. A capturing stream is never reused: its capture is ended and the
+  // graph discarded first, so destroying it cannot leak a half-built graph.
+  static Check CheckFailedQuery(Backend& backend, int device, void* stream,
+                                const absl::Status& query) {
+    const Fault fault = FaultOf(query);
+    if (fault == Fault::kDevice || fault == Fault::kShutdown) {
+      return CheckFor(query);
+    }
     absl::StatusOr<CaptureStatus> capture =
         backend.GetCaptureStatus(device, stream);
     if (!capture.ok()) {
-      if (capture.status().code() != absl::StatusCode::kUnimplemented) {
-        return CheckFor(capture.status());
+      if (capture.status().code() == absl::StatusCode::kUnimplemented) {
+        return CheckFor(query);
       }
-    } else if (*capture != CaptureStatus::kNone) {
-      absl::Status ended = backend.EndCapture(device, stream);
-      if (FaultOf(ended) == Fault::kDevice ||
-          FaultOf(ended) == Fault::kShutdown) {
-        return CheckFor(ended);
-      }
-      if (!ended.ok()) {
-        // Still capturing (CUDA: only the thread that began a global or
-        // thread-local capture may end it, else cudaErrorStreamCaptureWrong-
-        // Thread). Destroying a capturing stream is undefined: leak it.
-        return {Disposition::kLeak, ended};
-      }
-      return {Disposition::kDestroy,
-              absl::FailedPreconditionError("returned while capturing")};
+      return CheckFor(capture.status());
     }
+    if (*capture == CaptureStatus::kNone) return CheckFor(query);
+    absl::Status ended = backend.EndCapture(device, stream);
+    if (FaultOf(ended) == Fault::kDevice ||
+        FaultOf(ended) == Fault::kShutdown) {
+      return CheckFor(ended);
+    }
+    if (!ended.ok()) {
+      // Still capturing (CUDA: only the thread that began a global or
+      // thread-local capture may end it, else cudaErrorStreamCaptureWrong-
+      // Thread). Destroying a capturing stream is undefined: leak it.
+      return {Disposition::kLeak, ended};
+    }
+    return {Disposition::kDestroy,
+            absl::FailedPreconditionError("returned while capturing")};
+  }
+  // Asked once per shard (a device attribute query at most, on CUDA).
+  static bool HasResettableAttributes(Backend& backend, int device) {
+    return backend.HasResettableStreamAttributes(device);
+  }
+  // Attributes go back to creation defaults (CUDA's L2 access-policy window).
+  static Check ResetAttributes(Backend& backend, int device, void* stream) {
     absl::Status reset = backend.ResetStreamAttributes(device, stream);
     if (!reset.ok() && reset.code() != absl::StatusCode::kUnimplemented) {
       return CheckFor(reset);
@@ -77,7 +92,14 @@ struct EventKind {
   static absl::Status Query(Backend& backend, int device, void* event) {
     return backend.QueryEvent(device, event);
   }
-  static Check PrepareForReuse(Backend&, int, void*) { return {}; }
+  // An event has no capture of its own and no attributes: the one query
+  // at return decides.
+  static Check CheckFailedQuery(Backend&, int, void*,
+                                const absl::Status& query) {
+    return CheckFor(query);
+  }
+  static bool HasResettableAttributes(Backend&, int) { return false; }
+  static Check ResetAttributes(Backend&, int, void*) { return {}; }
 };
 
 }  // namespace gpupool::internal

@@ -103,6 +103,8 @@ class Session {
   explicit Session(FuzzedDataProvider& input) : input_(input) {
     SimOptions sim_options;
     sim_options.device_count = kDevices;
+    // The fuzzer sets stream attributes: pools must reset them.
+    sim_options.profile.stream_attributes = true;
     sim_options.on_misuse = [](absl::string_view message) {
       Fail(absl::StrCat("SimBackend misuse: ", message));
     };

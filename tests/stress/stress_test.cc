@@ -150,6 +150,8 @@ struct World {
         sim([&] {
           SimOptions options;
           options.device_count = flags.devices;
+          // Users set attributes (SetStreamAttribute): pools must reset them.
+          options.profile.stream_attributes = true;
           options.on_misuse = [this](absl::string_view message) {
             failures.Add(absl::StrCat("SimBackend misuse: ", message));
           };

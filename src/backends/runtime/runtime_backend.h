@@ -1,10 +1,10 @@
 // RuntimeBackend<Api>: the one implementation of gpupool::Backend over a
 // CUDA-like runtime API. CUDA and HIP are isomorphic, so all backend logic
 // lives here (device-range checks, the current-device guard, Relaxed capture
-// mode around queries, priority validation, capture teardown, the error
-// choke point) and each runtime contributes only a traits struct of function
-// forwards, constants and an error table. Every GPU run of the CUDA backend
-// therefore also exercises the code the HIP backend runs.
+// mode around potentially unsafe calls, priority validation, capture teardown,
+// the error choke point) and each runtime contributes only a traits struct of
+// function forwards, constants and an error table. Every GPU run of the CUDA
+// backend therefore also exercises the code the HIP backend runs.
 //
 // This header is generic: it never includes a vendor header. The traits
 // structs (src/backends/cuda/cuda_api.h, src/backends/hip/hip_api.h) do.
@@ -275,6 +275,21 @@ class RuntimeBackend final : public Backend {
     }
   }
 
+  // Asked once per pool shard, so that pools skip the reset call where it
+  // could only be a no-op: a window exists only on a runtime that has one
+  // (CUDA, not HIP) and a device with persisting L2. A failed attribute query
+  // answers true: the reset at return then reports the runtime's error.
+  bool HasResettableStreamAttributes(int device) override {
+    if constexpr (Api::kHasAccessPolicyWindow) {
+      if (!CheckDevice(device).ok()) return false;
+      absl::StatusOr<bool> supported = AccessPolicyWindowSupported(device);
+      return !supported.ok() || *supported;
+    } else {
+      (void)device;
+      return false;
+    }
+  }
+
   absl::Status StreamWaitEvent(int device, NativeStream stream,
                                NativeEvent event) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
@@ -450,6 +465,15 @@ class RuntimeBackend final : public Backend {
   // validate, create and destroy on arbitrary threads and must never break a
   // user's graph. Creation and destruction are guarded too: they are off the
   // hot path, and the runtimes do not document them as capture-safe.
+  //
+  // Cost: one thread-local exchange, plus one to restore unless the thread
+  // was already Relaxed; neither takes a driver lock. It cannot be skipped
+  // more cleverly: no runtime call says whether some other thread has a
+  // global-mode capture open, and a prohibited call has already invalidated
+  // that capture by the time its error comes back, so "try, then switch" is
+  // unsound. Pools keep the guarded calls few instead: one query per
+  // returned handle, none at acquire, and the capture status
+  // (StreamIsCapturing, capture-safe, unguarded) only after a failed query.
   class RelaxedCaptureMode {
    public:
     explicit RelaxedCaptureMode(int device) {

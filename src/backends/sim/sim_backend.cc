@@ -287,6 +287,10 @@ absl::Status SimBackend::ResetStreamAttributes(int device,
   return absl::OkStatus();
 }
 
+bool SimBackend::HasResettableStreamAttributes(int) {
+  return state_->options.profile.stream_attributes;
+}
+
 absl::Status SimBackend::StreamWaitEvent(int device, NativeStream stream,
                                          NativeEvent event) {
   absl::Status status = state_->Enter(SimOp::kStreamWaitEvent, device);

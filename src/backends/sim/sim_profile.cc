@@ -24,6 +24,8 @@ SimProfile SimProfile::Cuda() {
   // on the order of ten microseconds (cudaFree also synchronises).
   profile.allocate = absl::Microseconds(10);
   profile.free = absl::Microseconds(10);
+  // Data-centre GPUs (persisting L2) have an access-policy window to reset.
+  profile.stream_attributes = true;
   // cudaStreamQuery/cudaEventQuery on an idle handle: ~100 ns.
   profile.query = absl::Nanoseconds(100);
   profile.destroy_blocks_until_idle = false;
