@@ -62,6 +62,9 @@ void ExpectDefaults(const PoolsConfig& config) {
   EXPECT_EQ(config.options.allocations.max_cached_block_bytes,
             cache_defaults.max_cached_block_bytes);
   EXPECT_TRUE(config.prewarm.empty());
+  EXPECT_TRUE(config.preload.enabled);
+  EXPECT_TRUE(config.preload.streams);
+  EXPECT_TRUE(config.preload.events);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -104,6 +107,18 @@ INSTANTIATE_TEST_SUITE_P(
                  [](const PoolsConfig& c) {
                    EXPECT_TRUE(c.options.streams.validate_on_acquire);
                    EXPECT_TRUE(c.options.events.track_lease_sites);
+                 }},
+        GoodCase{"PreloadOff", "preload=false",
+                 [](const PoolsConfig& c) {
+                   EXPECT_FALSE(c.preload.enabled);
+                   EXPECT_TRUE(c.preload.streams);
+                   EXPECT_TRUE(c.preload.events);
+                 }},
+        GoodCase{"PreloadPerKind", "preload_streams=0,preload_events=TRUE",
+                 [](const PoolsConfig& c) {
+                   EXPECT_TRUE(c.preload.enabled);
+                   EXPECT_FALSE(c.preload.streams);
+                   EXPECT_TRUE(c.preload.events);
                  }},
         GoodCase{"BinarySize", "max_cached_bytes=2GiB",
                  [](const PoolsConfig& c) {
@@ -190,6 +205,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MissingKey", "=5", 1, "=5", 1, "missing key"},
         BadCase{"UnknownKey", "max_idle=4", 1, "max_idle=4", 1,
                 "unknown key \"max_idle\" (known keys: max_idle_per_key"},
+        BadCase{"PreloadNotBoolean", "preload=off", 1, "preload=off", 1,
+                "preload: \"off\" is not a boolean"},
         BadCase{"NegativeInt", "max_idle_per_key=-1", 1, "max_idle_per_key=-1",
                 1, "-1 is out of range [0, "},
         BadCase{"NotAnInt", "max_live_per_key=lots", 1, "max_live_per_key=lots",

@@ -102,6 +102,43 @@ TEST_F(StreamPoolSimTest, StreamWhoseCaptureCannotBeEndedIsLeakedNotDestroyed) {
   ASSERT_THAT(sim_.DestroyStream(0, capturing), IsOk());
 }
 
+// CUDA 13.0 refuses a cross-thread cudaStreamEndCapture of a global-mode
+// capture (cudaErrorStreamCaptureWrongThread) yet terminates the capture (seen
+// on an H100, driver 580). A SimBackend that does the same: the pool asks the
+// capture status again and, the stream no longer capturing, destroys it
+// instead of leaking it.
+class RefusingButEndingSim : public SimBackend {
+ public:
+  using SimBackend::SimBackend;
+  absl::Status EndCapture(int device, NativeStream stream) override {
+    absl::Status ended = SimBackend::EndCapture(device, stream);
+    if (!ended.ok()) return ended;
+    return FaultError(Fault::kResource, absl::StatusCode::kInternal,
+                      "cudaErrorStreamCaptureWrongThread");
+  }
+};
+
+TEST(StreamPoolCaptureTest, StreamWhoseRefusedEndCaptureEndedItIsDestroyed) {
+  RefusingButEndingSim sim(StrictSimOptions(1));
+  StreamPool pool(sim);
+  NativeStream capturing;
+  {
+    absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+    ASSERT_THAT(stream, IsOk());
+    capturing = stream->get();
+    sim.BeginCapture(capturing);
+  }
+  EXPECT_FALSE(sim.is_live_stream(capturing));
+  EXPECT_EQ(sim.calls(SimOp::kEndCapture), 1);
+  EXPECT_EQ(sim.calls(SimOp::kCaptureStatus), 2);
+  const StreamPoolStats stats = pool.GetStats();
+  EXPECT_EQ(stats.leaked, 0);
+  EXPECT_EQ(stats.destroyed, 1);
+  EXPECT_EQ(stats.discarded_faulty, 1);
+  EXPECT_EQ(stats.idle, 0);
+  EXPECT_EQ(sim.misuse_count(), 0);
+}
+
 TEST_F(StreamPoolSimTest, AttributesAreResetOnReturn) {
   SimProfile profile;
   profile.stream_attributes = true;  // like a CUDA device with persisting L2

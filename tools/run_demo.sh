@@ -5,6 +5,10 @@
 # HIP runtime reports one, otherwise on the simulator (labelled "simulated").
 # Prints a table and writes <out_dir>/demo_results.{json,csv}; draws
 # <out_dir>/demo.png when matplotlib is already installed, or with --plot.
+# Where HIP's headers are installed, adds the zero-code-change row
+# (tools/preload_demo.sh: an unmodified client under
+# LD_PRELOAD=libgpupool_preload.so over a stand-in runtime with MI300X
+# latencies, simulated), also written to <out_dir>/preload_demo.txt.
 #
 # The first run installs only the missing build packages (CMake, Ninja, g++,
 # Abseil, GoogleTest, Google Benchmark; the HIP packages only on a machine
@@ -44,9 +48,21 @@ fi
 
 cmake --preset release
 cmake --build --preset release --target gpupool_demo
+# The stand-in HIP runtime needs HIP's headers; without them, no row.
+if cmake --build --preset release --target gpupool_preload \
+     preload_pjrt_client_hip >/dev/null 2>&1; then
+  have_preload_demo=1
+fi
 
 build/release/examples/client_lifecycle/gpupool_demo --out_dir="$out_dir" \
   "${demo_args[@]}"
+
+# The zero-code-change row: an unmodified client under LD_PRELOAD.
+if [[ -n "${have_preload_demo:-}" ]]; then
+  quick=""
+  for arg in "$@"; do [[ "$arg" == "--quick" ]] && quick="--quick"; done
+  tools/preload_demo.sh build/release $quick | tee "$out_dir/preload_demo.txt"
+fi
 
 python="$(tools/matplotlib_python.sh || true)"
 if [[ -z "$python" ]]; then

@@ -15,7 +15,14 @@
 //     block is handed out at once to a request on the same single stream,
 //     and to any other stream only once all its events completed — or, with
 //     CrossStreamPolicy::kWaitOnStream, by making the new stream wait on
-//     them (no host sync).
+//     them (no host sync). A release never waits for the EventPool: when a
+//     bounded pool has no event free, it synchronizes the stream instead.
+//   * streams are known by their handle value: a block released on stream S
+//     with work pending goes at once to the next request on the same
+//     NativeStream value. Runtimes recycle handle values, so a stream must
+//     outlive its blocks' pending work: synchronize a stream before
+//     destroying it while work that used a cached block may still run on it
+//     (streams leased from a StreamPool are never destroyed while leased).
 //   * caps: at most `max_cached_bytes` cached per device; Trim(device, keep).
 //   * OOM chain: a runtime out-of-memory frees the cached blocks of that
 //     device and kind (waiting for their pending work), retries once, then
@@ -66,6 +73,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/internal/lease.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 
@@ -168,8 +176,8 @@ class PooledAllocation {
   // Stream the allocation was made on (nullptr: none).
   NativeStream stream() const { return stream_; }
   // Unique per lease for the life of the process; 0 when empty.
-  uint64_t lease_id() const { return lease_id_; }
-  explicit operator bool() const { return block_ != nullptr; }
+  uint64_t lease_id() const { return lease_.lease_id(); }
+  explicit operator bool() const { return static_cast<bool>(lease_); }
 
   // Declares that work on `stream` (of the same device) uses the memory, so
   // that its release waits for that work too. nullptr and repeats are
@@ -181,18 +189,18 @@ class PooledAllocation {
 
  private:
   friend class internal::AllocationCacheCore;
-  PooledAllocation(std::shared_ptr<internal::AllocationCacheCore> core,
-                   internal::AllocationBlock* block);
+  PooledAllocation(internal::Lease lease,
+                   const internal::AllocationBlock& block);
 
-  std::shared_ptr<internal::AllocationCacheCore> core_;
-  internal::AllocationBlock* block_ = nullptr;  // owned while non-null
+  // The same lease type as PooledStream's and PooledEvent's; its handle is
+  // the block, owned while the lease is non-empty.
+  internal::Lease lease_;
   void* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
   int device_ = -1;
   MemoryKind kind_ = MemoryKind::kDevice;
   NativeStream stream_ = nullptr;
-  uint64_t lease_id_ = 0;
 };
 
 class AllocationCache {
@@ -229,9 +237,10 @@ class AllocationCache {
 
   // Device memory named `name` on `device` that never moves: every call
   // returns the same address while the process lives. A larger `bytes` than
-  // the buffer holds frees it and allocates a bigger one (counted in
-  // stable_reallocations; the caller must have finished using the old one);
-  // a smaller one reuses it. Errors as Allocate.
+  // the buffer holds allocates a bigger one, then frees the old one (counted
+  // in stable_reallocations; the caller must have finished using the old
+  // one); if that allocation fails, the error is returned and the name keeps
+  // its old buffer. A smaller one reuses it. Errors as Allocate.
   absl::StatusOr<void*> AcquireStable(std::string_view name, int device,
                                       size_t bytes);
   // Frees the stable buffer `name` of `device`. NotFound when there is none;

@@ -70,12 +70,22 @@ struct PrewarmSpec {
 };
 
 // Everything GPUPOOL_CONF can set.
+// What libgpupool_preload.so (the LD_PRELOAD library) pools; only it reads
+// these. `preload=false` sends every call to the runtime untouched;
+// `preload_streams=false` / `preload_events=false` switch off one kind.
+struct PreloadConfig {
+  bool enabled = true;
+  bool streams = true;
+  bool events = true;
+};
+
 struct PoolsConfig {
   // For Pools::Create. The PoolOptions keys set `streams` and `events`
   // alike; max_cached_bytes and max_cached_block_bytes set `allocations`.
   PoolsOptions options;
   // In the order given.
   std::vector<PrewarmSpec> prewarm;
+  PreloadConfig preload;
 };
 
 // Parses `text` (the GPUPOOL_CONF grammar above). Empty or blank text gives

@@ -7,6 +7,12 @@
 // Handles remember the generation they were created in; a handle from an older
 // generation is dropped, never reused.
 //
+// Why it is public: users read it (`pools.health()->poison_cause(device)`,
+// `is_poisoned`, `generation`) to decide when to reset a device, and share one
+// instance between pools they build themselves (the pools' and the
+// AllocationCache's constructors take it) so that a fault seen by one poisons
+// the device for all.
+//
 // Thread safety: all methods are thread-safe; the fast-path reads are atomic.
 
 #ifndef GPUPOOL_DEVICE_HEALTH_H_

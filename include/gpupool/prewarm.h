@@ -4,6 +4,7 @@
 #define GPUPOOL_PREWARM_H_
 
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -12,14 +13,16 @@ namespace gpupool {
 
 namespace internal {
 struct PrewarmState;
+template <typename Kind>
+class KeyedPool;
 }  // namespace internal
 
 // Copyable handle on a background prewarm. Thread-safe.
 class PrewarmTicket {
  public:
+  // An empty ticket: done, Wait() returns OK. Tickets that track a prewarm
+  // come from StreamPool::PrewarmAsync and EventPool::PrewarmAsync only.
   PrewarmTicket() = default;
-  explicit PrewarmTicket(std::shared_ptr<internal::PrewarmState> state)
-      : state_(std::move(state)) {}
   // Blocks until the prewarm finished; its status (OK when it was empty).
   absl::Status Wait() const;
   // Waits at most `timeout`; DeadlineExceeded if it is still running.
@@ -27,6 +30,11 @@ class PrewarmTicket {
   bool done() const;
 
  private:
+  template <typename Kind>
+  friend class internal::KeyedPool;
+  explicit PrewarmTicket(std::shared_ptr<internal::PrewarmState> state)
+      : state_(std::move(state)) {}
+
   std::shared_ptr<internal::PrewarmState> state_;
 };
 

@@ -18,6 +18,14 @@ namespace gpupool::internal {
 
 struct AllocationBlock;
 
+// What became of a block whose safety had to be proven with the runtime.
+enum class BlockState {
+  kIdle,     // no work of its uses is pending (or the new stream waits on it)
+  kPending,  // some work may still be pending: keep it, check later
+  kDrop,     // the device is dead (poisoned): forget it without a call
+  kLeak,     // unprovable (bad event or stream, runtime unloading): forget it
+};
+
 // Links of a block in one intrusive list. Intrusive so that moving a block
 // between lists never allocates and removal from the middle is O(1).
 struct BlockLinks {

@@ -29,7 +29,8 @@ constexpr int kMaxPrewarmCount = 4096;
 constexpr absl::string_view kKnownKeys =
     "max_idle_per_key, max_live_per_key, acquire_timeout, "
     "validate_on_acquire, track_lease_sites, max_cached_bytes, "
-    "max_cached_block_bytes, prewarm";
+    "max_cached_block_bytes, prewarm, preload, preload_streams, "
+    "preload_events";
 
 // A comma-separated item of the configuration text and where it starts.
 struct Token {
@@ -202,6 +203,15 @@ absl::Status ApplyToken(const Token& token, PoolsConfig* config) {
     if (!parsed.ok()) return fail(parsed.status());
     if (*parsed == 0) return fail(absl::InvalidArgumentError("must be > 0"));
     config->options.allocations.max_cached_block_bytes = *parsed;
+  } else if (key == "preload" || key == "preload_streams" ||
+             key == "preload_events") {
+    absl::StatusOr<bool> parsed = ParseBool(value);
+    if (!parsed.ok()) return fail(parsed.status());
+    bool PreloadConfig::*field = key == "preload" ? &PreloadConfig::enabled
+                                 : key == "preload_streams"
+                                     ? &PreloadConfig::streams
+                                     : &PreloadConfig::events;
+    config->preload.*field = *parsed;
   } else if (key == "prewarm") {
     absl::StatusOr<PrewarmSpec> parsed = ParsePrewarm(value);
     if (!parsed.ok()) return fail(parsed.status());

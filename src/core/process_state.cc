@@ -7,12 +7,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
-#include <mutex>  // NOLINT(build/c++11): fork-safe lock, see ForkSafeMutex
 #include <utility>
 #include <vector>
 
 #include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
+#include "src/core/fork_safe_mutex.h"
 
 namespace gpupool::internal {
 namespace {
@@ -25,31 +25,8 @@ struct Drain {
   std::function<void()> fn;
 };
 
-// The registry lock is held across fork() and released in the child. It is
-// deliberately not an absl::Mutex: an Abseil built without NDEBUG (Debian's)
-// runs deadlock detection inside Lock/Unlock under a process-wide spinlock,
-// which another parent thread may hold at fork time — the child's Unlock
-// would then spin forever inside fork(). A pthread mutex has no such state.
-class ABSL_LOCKABLE ForkSafeMutex {
- public:
-  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
-
- private:
-  std::mutex mu_;
-};
-
-class ABSL_SCOPED_LOCKABLE ForkSafeLock {
- public:
-  explicit ForkSafeLock(ForkSafeMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
-      : mu_(mu) {
-    mu_->Lock();
-  }
-  ~ForkSafeLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
-
- private:
-  ForkSafeMutex* const mu_;
-};
+// The registry lock is held across fork() and released in the child
+// (fork_safe_mutex.h says why it is not an absl::Mutex).
 
 // Never destroyed: the atexit hook and late pool destructors may run after
 // static destructors.

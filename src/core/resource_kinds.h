@@ -55,9 +55,16 @@ struct StreamKind {
       return CheckFor(ended);
     }
     if (!ended.ok()) {
-      // Still capturing (CUDA: only the thread that began a global or
-      // thread-local capture may end it, else cudaErrorStreamCaptureWrong-
-      // Thread). Destroying a capturing stream is undefined: leak it.
+      // CUDA: only the thread that began a global or thread-local capture may
+      // end it, else cudaErrorStreamCaptureWrongThread. Whether the refused
+      // call still ends the capture depends on the runtime (CUDA 13.0 does),
+      // so ask again: a stream that is no longer capturing can be destroyed;
+      // destroying one that still is would be undefined, so that one leaks.
+      absl::StatusOr<CaptureStatus> after =
+          backend.GetCaptureStatus(device, stream);
+      if (after.ok() && *after == CaptureStatus::kNone) {
+        return {Disposition::kDestroy, ended};
+      }
       return {Disposition::kLeak, ended};
     }
     return {Disposition::kDestroy,

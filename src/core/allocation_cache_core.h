@@ -1,0 +1,204 @@
+// AllocationCacheCore: the allocation cache behind the public AllocationCache
+// and its PooledAllocation leases, laid out by job, one file each:
+//
+//   allocation_cache_core.cc   allocation policy: Allocate (same stream,
+//                              ready, checked pending, new block), Return
+//   allocation_stream_fence.*  the stream-order fence (ready events)
+//   allocation_oom_chain.cc    runtime allocation and the OOM chain
+//   allocation_freeing.cc      freeing and retiring: Trim, drain, close
+//   allocation_stable.cc       stable buffers (AcquireStable)
+//   allocation_cache_report.cc stats, outstanding leases, DebugString
+//   allocation_shard.*         the sealed per-(device, kind) bookkeeping
+//
+// It stands on the resource-lifetime kernel (pool_lifetime.h,
+// fault_reaction.h, handle_care.h, gpupool/internal/lease.h). Every runtime
+// call is made with no shard lock held.
+
+#ifndef GPUPOOL_SRC_CORE_ALLOCATION_CACHE_CORE_H_
+#define GPUPOOL_SRC_CORE_ALLOCATION_CACHE_CORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "gpupool/device_health.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/internal/lease.h"
+#include "src/core/allocation_block.h"
+#include "src/core/allocation_shard.h"
+#include "src/core/allocation_stream_fence.h"
+#include "src/core/pool_lifetime.h"
+
+namespace gpupool::internal {
+
+class AllocationCacheCore;
+
+// Where a PooledAllocation goes back to: one shard of the cache. Held by the
+// lease through an aliasing pointer that keeps the whole core alive.
+class AllocationLeaseOwner final : public LeaseOwner {
+ public:
+  AllocationLeaseOwner(AllocationCacheCore* core, const AllocationShard* shard)
+      : core_(core), shard_(shard) {}
+  void Return(void* handle, uint64_t lease_id, uint32_t site,
+              uint64_t generation, bool discard) override;
+  int device() const override { return shard_->device(); }
+  // A cache shard has no handle config; the lease reports its MemoryKind.
+  const void* config() const override { return nullptr; }
+
+ private:
+  AllocationCacheCore* const core_;
+  const AllocationShard* const shard_;
+};
+
+class AllocationCacheCore
+    : public std::enable_shared_from_this<AllocationCacheCore> {
+ public:
+  AllocationCacheCore(Backend& backend, EventPool& events,
+                      std::shared_ptr<DeviceHealth> health,
+                      AllocationCacheOptions options);
+  ~AllocationCacheCore();
+
+  bool Forked() const { return lifetime_.Forked(); }
+  Backend& backend() const { return backend_; }
+  const std::shared_ptr<DeviceHealth>& health() const {
+    return lifetime_.health();
+  }
+  const AllocationCacheOptions& options() const { return options_; }
+
+  // --- allocation_cache_core.cc ---
+  absl::StatusOr<PooledAllocation> Allocate(int device, size_t bytes,
+                                            MemoryKind kind,
+                                            NativeStream stream,
+                                            SourceLocation where);
+  // Takes back the block of a released lease.
+  void Return(AllocationBlock* block);
+
+  // --- allocation_stable.cc ---
+  absl::StatusOr<void*> AcquireStable(absl::string_view name, int device,
+                                      size_t bytes);
+  absl::Status ReleaseStable(absl::string_view name, int device);
+
+  // --- allocation_freeing.cc ---
+  absl::Status Trim(int device, size_t keep_bytes);
+  absl::Status TrimAll();
+  // Frees every cached, retiring and stable block while the runtime is
+  // alive (`call_runtime`), else leaks them. `close`: the cache is being
+  // destroyed; later releases leak.
+  void FreeEverything(bool close, bool call_runtime);
+  // The exit hook: free while the runtime is alive; the exiting flag set
+  // right after makes every later release leak.
+  void DrainForExit();
+
+  // --- allocation_cache_report.cc ---
+  AllocationCacheStats GetStats() const;
+  AllocationCacheStats GetStats(int device) const;
+  AllocationCacheStats GetStats(int device, MemoryKind kind) const;
+  std::vector<OutstandingLease> GetOutstandingLeases() const;
+  std::string DebugString() const;
+
+ private:
+  struct Released {
+    size_t bytes = 0;
+    absl::Status status;
+  };
+
+  static constexpr int kKindCount = 2;
+  static int KindIndex(MemoryKind kind) {
+    return kind == MemoryKind::kDevice ? 0 : 1;
+  }
+  size_t ShardIndex(int device, MemoryKind kind) const {
+    return static_cast<size_t>(device) * kKindCount + KindIndex(kind);
+  }
+  AllocationShard& Shard(int device, MemoryKind kind) const {
+    return *shards_[ShardIndex(device, kind)];
+  }
+  DeviceHealth& device_health() const { return lifetime_.device_health(); }
+  uint64_t generation(int device) const {
+    return device_health().generation(device);
+  }
+  bool poisoned(int device) const {
+    return device_health().is_poisoned(device);
+  }
+
+  // --- allocation_cache_core.cc ---
+  // The kernel's entry checks, with this cache's wording.
+  absl::Status CheckUsable(int device, absl::string_view what);
+  // Forgets, without runtime calls, every block of an older generation.
+  void DropStale(int device);
+  // Deletes host records (returning their events to the EventPool). Must be
+  // called without our locks: the EventPool takes its own.
+  static void DeleteBlocks(const BlockVector& blocks);
+  AllocationBlock* NewBlock(const AllocationShard& shard, void* ptr,
+                            size_t size, int size_class, uint64_t generation);
+  PooledAllocation MakeLease(AllocationBlock* block);
+  absl::StatusOr<PooledAllocation> AllocateUncached(
+      AllocationShard& shard, const LeaseRequest& request);
+  // Checks candidates (taken oldest first) until one is usable on the
+  // request's stream; puts the others back. Returns the leased block or
+  // nullptr.
+  AllocationBlock* TakeFromCandidates(AllocationShard& shard,
+                                      const BlockVector& candidates,
+                                      const LeaseRequest& request);
+
+  // --- allocation_oom_chain.cc ---
+  // Backend::Allocate with the OOM chain: on kOutOfMemory, free the cached
+  // blocks of this (device, kind) — idle ones first, then the pending ones
+  // after waiting for their events — and retry once.
+  absl::StatusOr<void*> RuntimeAllocate(AllocationShard& shard,
+                                        size_t requested, size_t bytes);
+  // Counts a failed allocation; a sticky device error poisons the device and
+  // turns into FailedPrecondition naming it.
+  absl::Status AllocationFailed(AllocationShard& shard, absl::Status status);
+  absl::Status OutOfMemoryError(AllocationShard& shard, size_t requested,
+                                size_t rounded,
+                                const absl::StatusOr<MemoryInfo>& info,
+                                size_t released, bool retried,
+                                const absl::Status& runtime);
+
+  // --- allocation_freeing.cc ---
+  // Takes cached blocks of `shard` (largest first) until at least `bytes`
+  // are taken, plus the retiring ones, and frees them: those already idle
+  // first, then the pending ones after waiting for their events.
+  Released ReleaseCached(AllocationShard& shard, size_t bytes,
+                         bool with_retiring);
+  Released ReleaseBlocks(AllocationShard& shard, BlockVector blocks);
+  // Frees an idle block, or retires it per `state` (kDrop / kLeak).
+  absl::Status Dispose(AllocationShard& shard, AllocationBlock* block,
+                       BlockState state);
+  // Frees the memory of an idle block (no pending events) and its record.
+  absl::Status FreeBlock(AllocationShard& shard, AllocationBlock* block);
+  absl::Status FreeRaw(AllocationShard& shard, void* ptr);
+  // Retiring blocks wait for their events; check the oldest one now and then.
+  void PollRetiring(AllocationShard& shard);
+  void CheckRetiring(AllocationShard& shard, AllocationBlock* block);
+
+  // --- allocation_stable.cc ---
+  // Allocates the claimed buffer's new memory, then frees the memory it
+  // replaces.
+  absl::StatusOr<void*> FinishStable(AllocationShard& shard,
+                                     StableBuffer* buffer, size_t bytes,
+                                     size_t capacity);
+
+  Backend& backend_;
+  const AllocationCacheOptions options_;
+  PoolLifetime lifetime_;
+  StreamOrderFence fence_;
+  // Cached bytes per device over both kinds (the cap is per device).
+  std::unique_ptr<std::atomic<size_t>[]> device_cached_bytes_;
+  // ShardIndex(device, kind); fixed after construction, as are the owners.
+  std::vector<std::unique_ptr<AllocationShard>> shards_;
+  std::vector<std::unique_ptr<AllocationLeaseOwner>> lease_owners_;
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_CORE_ALLOCATION_CACHE_CORE_H_

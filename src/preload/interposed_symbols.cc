@@ -1,0 +1,35 @@
+// FindInterposedSymbol, and empty tables for the runtimes this build of the
+// preload does not interpose; see interposed_symbols.h.
+
+#include "src/preload/interposed_symbols.h"
+
+#include "absl/types/span.h"
+
+namespace gpupool::preload_internal {
+
+#ifndef GPUPOOL_PRELOAD_HIP
+absl::Span<const InterposedSymbol> HipSymbols() { return {}; }
+#endif
+#ifndef GPUPOOL_PRELOAD_CUDA
+absl::Span<const InterposedSymbol> CudaRuntimeSymbols() { return {}; }
+#endif
+#ifndef GPUPOOL_PRELOAD_CUDA_DRIVER
+absl::Span<const InterposedSymbol> CudaDriverSymbols() { return {}; }
+#endif
+
+const InterposedSymbol* FindInterposedSymbol(const char* name) {
+  // Every interposed name starts with "hip" or "cu"; most lookups do not.
+  if (name == nullptr || !((name[0] == 'h' && name[1] == 'i') ||
+                           (name[0] == 'c' && name[1] == 'u'))) {
+    return nullptr;
+  }
+  for (absl::Span<const InterposedSymbol> table :
+       {HipSymbols(), CudaRuntimeSymbols(), CudaDriverSymbols()}) {
+    for (const InterposedSymbol& symbol : table) {
+      if (SameName(symbol.name, name)) return &symbol;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace gpupool::preload_internal
