@@ -320,7 +320,6 @@ TEST(CudaFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
 
 struct CudaDevice {
   using Api = CudaApi;
-  static constexpr std::string_view kName = "cuda";
   static constexpr cudaStreamCaptureMode kCaptureModeGlobal =
       cudaStreamCaptureModeGlobal;
   static constexpr const char* kOutOfMemoryName = "cudaErrorMemoryAllocation";

@@ -315,7 +315,6 @@ TEST(HipFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
 
 struct HipDevice {
   using Api = HipApi;
-  static constexpr std::string_view kName = "hip";
   static constexpr hipStreamCaptureMode kCaptureModeGlobal =
       hipStreamCaptureModeGlobal;
   static constexpr const char* kOutOfMemoryName = "hipErrorOutOfMemory";

@@ -9,7 +9,6 @@
 //
 // A Device traits struct provides:
 //   using Api = ...;                  // the backend's traits table
-//   static constexpr std::string_view kName;
 //   static constexpr typename Api::CaptureMode kCaptureModeGlobal;
 //   static constexpr const char* kOutOfMemoryName;   // the runtime's OOM code
 //   static constexpr bool kInterprocessEvents;       // supported by the
