@@ -430,15 +430,5 @@ TEST(ProcessPoolsConfDeathTest, FailedPrewarmWarnsButKeepsThePools) {
               "non_blocking:2 on sim(.|\n)*prewarmed=0 idle_after=3");
 }
 
-TEST(ProcessPoolsConfDeathTest, StatsReportGivesHitRatePerPool) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  setenv("GPUPOOL_STATS", "1", 1);
-  EXPECT_EXIT(ProcessPoolsWithConf("prewarm=sim:0:default:1"),
-              ::testing::ExitedWithCode(0),
-              "streams +acquired=3 created=3 reused=1 destroyed=0 "
-              "hit_rate=33.3%(.|\n)*leases still out: 0");
-  unsetenv("GPUPOOL_STATS");
-}
-
 }  // namespace
 }  // namespace gpupool

@@ -244,7 +244,35 @@ TEST(CudaToStatusTest, UnknownCodeKeepsItsNumber) {
 
 // --- The factory -------------------------------------------------------------
 
-TEST(CudaFactoryTest, IsBuilt) { EXPECT_TRUE(CudaBackendBuilt()); }
+// MakeBackend("cuda") reaches this factory, and both give the loader's
+// verdict unchanged: without a runtime library exactly the loader's status
+// (code and message); with one, the same outcome as the factory. A build
+// without the backend, or a by-name path that lost the reason, fails here.
+TEST(CudaFactoryTest, MakeBackendByNameGivesTheLoadersVerdict) {
+  EXPECT_TRUE(CudaBackendBuilt());
+  absl::StatusOr<const CudaRuntime*> runtime = ProcessCudaRuntime();
+  absl::StatusOr<std::unique_ptr<Backend>> direct = MakeCudaBackend();
+  absl::StatusOr<std::unique_ptr<Backend>> by_name = MakeBackend("cuda");
+  if (!runtime.ok()) {
+    EXPECT_EQ(direct.status(), runtime.status());
+    EXPECT_EQ(by_name.status(), runtime.status());
+    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
+    return;
+  }
+  ASSERT_EQ(by_name.ok(), direct.ok())
+      << by_name.status() << " vs " << direct.status();
+  if (direct.ok()) {
+    EXPECT_EQ((*by_name)->name(), "cuda");
+    EXPECT_EQ((*direct)->name(), "cuda");
+  } else {
+    // Loaded but unusable (no device, no driver): the same reason, naming
+    // the runtime that was loaded.
+    EXPECT_EQ(by_name.status(), direct.status());
+    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
+    EXPECT_THAT(std::string(by_name.status().message()),
+                HasSubstr((*runtime)->source));
+  }
+}
 
 TEST(CudaFactoryTest, WithoutRuntimeLibraryReportsWhatWasLookedFor) {
   absl::StatusOr<const CudaRuntime*> runtime = ProcessCudaRuntime();
@@ -292,7 +320,6 @@ TEST(CudaFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
 
 struct CudaDevice {
   using Api = CudaApi;
-  static constexpr std::string_view kName = "cuda";
   static constexpr cudaStreamCaptureMode kCaptureModeGlobal =
       cudaStreamCaptureModeGlobal;
   static constexpr const char* kOutOfMemoryName = "cudaErrorMemoryAllocation";

@@ -244,7 +244,35 @@ TEST(HipToStatusTest, UnknownCodeKeepsItsNumber) {
 
 // --- The factory -------------------------------------------------------------
 
-TEST(HipFactoryTest, IsBuilt) { EXPECT_TRUE(HipBackendBuilt()); }
+// MakeBackend("hip") reaches this factory, and both give the loader's
+// verdict unchanged: without a runtime library exactly the loader's status
+// (code and message); with one, the same outcome as the factory. A build
+// without the backend, or a by-name path that lost the reason, fails here.
+TEST(HipFactoryTest, MakeBackendByNameGivesTheLoadersVerdict) {
+  EXPECT_TRUE(HipBackendBuilt());
+  absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
+  absl::StatusOr<std::unique_ptr<Backend>> direct = MakeHipBackend();
+  absl::StatusOr<std::unique_ptr<Backend>> by_name = MakeBackend("hip");
+  if (!runtime.ok()) {
+    EXPECT_EQ(direct.status(), runtime.status());
+    EXPECT_EQ(by_name.status(), runtime.status());
+    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
+    return;
+  }
+  ASSERT_EQ(by_name.ok(), direct.ok())
+      << by_name.status() << " vs " << direct.status();
+  if (direct.ok()) {
+    EXPECT_EQ((*by_name)->name(), "hip");
+    EXPECT_EQ((*direct)->name(), "hip");
+  } else {
+    // Loaded but unusable (no device, no driver): the same reason, naming
+    // the runtime that was loaded.
+    EXPECT_EQ(by_name.status(), direct.status());
+    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
+    EXPECT_THAT(std::string(by_name.status().message()),
+                HasSubstr((*runtime)->source));
+  }
+}
 
 TEST(HipFactoryTest, WithoutRuntimeLibraryReportsWhatWasLookedFor) {
   absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
@@ -287,7 +315,6 @@ TEST(HipFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
 
 struct HipDevice {
   using Api = HipApi;
-  static constexpr std::string_view kName = "hip";
   static constexpr hipStreamCaptureMode kCaptureModeGlobal =
       hipStreamCaptureModeGlobal;
   static constexpr const char* kOutOfMemoryName = "hipErrorOutOfMemory";

@@ -6,12 +6,9 @@
 #include <algorithm>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/random/random.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
@@ -228,53 +225,6 @@ TEST_P(StreamPoolConformanceTest, CurrentDeviceIsUnchanged) {
   }
   EXPECT_EQ(*backend_->GetCurrentDevice(), 1);
   ASSERT_THAT(backend_->SetCurrentDevice(0), IsOk());
-}
-
-TEST_P(StreamPoolConformanceTest, ConcurrentLeasesNeverShareAHandle) {
-  StreamPool pool(*backend_);
-  constexpr int kThreads = 8;
-  const int iterations = GetParam() == "sim" ? 10000 : 2000;
-  absl::Mutex mu;
-  absl::flat_hash_set<NativeStream> held;  // handles of live leases
-  int64_t double_held = 0;
-  int64_t failures = 0;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      absl::BitGen rng;
-      for (int i = 0; i < iterations; ++i) {
-        const int device = absl::Uniform(rng, 0, devices_);
-        const StreamConfig config{.priority =
-                                      absl::Uniform(rng, 0, 2) == 0 ? 0 : -1};
-        absl::StatusOr<PooledStream> stream = pool.Acquire(device, config);
-        if (!stream.ok()) {
-          absl::MutexLock lock(&mu);
-          ++failures;
-          continue;
-        }
-        {
-          absl::MutexLock lock(&mu);
-          if (!held.insert(stream->get()).second) ++double_held;
-        }
-        {
-          absl::MutexLock lock(&mu);
-          held.erase(stream->get());
-        }
-        stream->Release();
-      }
-      (void)t;
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(double_held, 0);
-  EXPECT_EQ(failures, 0);
-  const StreamPoolStats stats = pool.GetStats();
-  EXPECT_EQ(stats.acquired, int64_t{kThreads} * iterations);
-  EXPECT_EQ(stats.acquired, stats.created + stats.reused);
-  EXPECT_EQ(stats.in_use, 0);
-  EXPECT_EQ(stats.idle, stats.created - stats.destroyed);
-  // At most one stream per thread per key can ever be needed.
-  EXPECT_LE(stats.created, int64_t{kThreads} * devices_ * 2);
 }
 
 std::vector<std::string> AllBackends() { return {"sim", "cuda", "hip"}; }

@@ -9,6 +9,8 @@
 #                            that need the build tree or sources at run time
 #   bundle/bin/bench/*       every benchmark binary (benchmarks/*_bench)
 #   bundle/bin/gpupool_cuda_probe
+#   bundle/bin/runtime_call_probe   per-call runtime costs, capture rules
+#   bundle/lib/libgpupool_preload.so  run over the real runtime by run_all.sh
 #   bundle/lib/*             shared libraries a bare CUDA machine lacks
 #                            (Abseil, Google Benchmark, cudart); never libcuda
 #                            or other driver libraries, nor the C/C++ runtime
@@ -111,6 +113,11 @@ for bin in "$build_dir"/benchmarks/*_bench; do
 done
 cp "$build_dir/tests/gpu/gpupool_cuda_probe" "$bundle/bin/"
 staged+=("$bundle/bin/gpupool_cuda_probe")
+cp "$build_dir/benchmarks/runtime_call_probe" "$bundle/bin/"
+staged+=("$bundle/bin/runtime_call_probe")
+# The LD_PRELOAD library, run by run_all.sh over the real runtime.
+cp "$build_dir/src/preload/libgpupool_preload.so" "$bundle/lib/"
+staged+=("$bundle/lib/libgpupool_preload.so")
 install -m 0755 tests/gpu/run_all.sh "$bundle/run_all.sh"
 if [[ ! -x "$bundle/bin/tests/illegal_address_test" ]]; then
   echo "gpu-bundle: illegal_address_test was not built" >&2

@@ -230,6 +230,28 @@ main() {
     shopt -u nullglob
   fi
 
+  # --- Extras: per-call runtime costs and the LD_PRELOAD library ----------
+  extras_line="not run"
+  if [[ "$mode" != tests ]] && ((cuda_usable)); then
+    section "runtime_call_probe and libgpupool_preload.so over the real runtime"
+    probe_rc=skipped preload_rc=skipped
+    if [[ -x "$here/bin/runtime_call_probe" ]]; then
+      timeout -k 10 "$bench_timeout" "$here/bin/runtime_call_probe" 2>&1 |
+        tee "$OUT/runtime_call_probe.txt"
+      probe_rc=${PIPESTATUS[0]}
+    fi
+    if [[ -f "$here/lib/libgpupool_preload.so" && -x "$here/bin/bench/runtime_calls_bench" ]]; then
+      for preload in "" "$here/lib/libgpupool_preload.so"; do
+        echo "--- runtime_calls_bench create_destroy, LD_PRELOAD=${preload:-none}"
+        LD_PRELOAD="$preload" GPUPOOL_STATS=1 timeout -k 10 "$bench_timeout" \
+          "$here/bin/bench/runtime_calls_bench" --backend=cuda \
+          --benchmark_filter=create_destroy --benchmark_min_time=0.3
+      done 2>&1 | tee "$OUT/preload_cuda.txt"
+      preload_rc=${PIPESTATUS[0]}
+    fi
+    extras_line="runtime_call_probe rc $probe_rc; preload over cudart rc $preload_rc (see runtime_call_probe.txt, preload_cuda.txt)"
+  fi
+
   # --- Summary --------------------------------------------------------------
 
   if ((failures > 0)); then
@@ -269,6 +291,7 @@ main() {
       echo
       echo "benchmarks (--backend=cuda):"
       printf '%s\n' "${bench_rows[@]}"
+      echo "extras:      $extras_line"
     fi
     echo
     echo "elapsed:     $(($(date +%s) - start_all)) s"
