@@ -8,18 +8,9 @@
 // gpupool/internal/lease.h (one lease type) it is the plumbing a pool does
 // not rebuild.
 //
-// The allocation cache stands on it (allocation_cache_core.h). The keyed
-// pool (keyed_pool.h) still carries its own copies; porting it is mechanical:
-//   * its constructor's device-count / health-default / clamp block becomes a
-//     `PoolLifetime lifetime_{backend, std::move(health)}` member, and its
-//     fork-time leak of the health reference PoolLifetime's destructor;
-//   * UsableShard's fork / exit / device-count / range / poison checks become
-//     `lifetime_.CheckEntry(Kind::kName + " pool", "pool", device, purge)`,
-//     and ForkedError / ExitingError go (their wording lives here);
-//   * Disposition / CheckFor become Reaction / ReactionTo (same four cases);
-//   * the "handle leaves the pool" bookkeeping (stats_.destroyed / dropped /
-//     leaked bumps) becomes HandleCare::Retire with a Departure;
-//   * its Shard already is an internal::LeaseOwner, as the cache's shards are.
+// Both engines stand on it: the allocation cache (allocation_cache_core.h)
+// and the keyed pool under the stream and event pools (keyed_pool.h,
+// keyed_shard.h).
 
 #ifndef GPUPOOL_SRC_CORE_POOL_LIFETIME_H_
 #define GPUPOOL_SRC_CORE_POOL_LIFETIME_H_

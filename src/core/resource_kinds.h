@@ -18,6 +18,7 @@ struct StreamKind {
   using Config = StreamConfig;
   using Lease = PooledStream;
   static constexpr absl::string_view kName = "stream";
+  static constexpr absl::string_view kPoolName = "stream pool";
 
   static absl::StatusOr<void*> Create(Backend& backend, int device,
                                       const Config& config) {
@@ -63,11 +64,11 @@ struct StreamKind {
       absl::StatusOr<CaptureStatus> after =
           backend.GetCaptureStatus(device, stream);
       if (after.ok() && *after == CaptureStatus::kNone) {
-        return {Disposition::kDestroy, ended};
+        return {Reaction::kDestroy, ended};
       }
-      return {Disposition::kLeak, ended};
+      return {Reaction::kLeak, ended};
     }
-    return {Disposition::kDestroy,
+    return {Reaction::kDestroy,
             absl::FailedPreconditionError("returned while capturing")};
   }
   // Asked once per shard (a device attribute query at most, on CUDA).
@@ -88,6 +89,7 @@ struct EventKind {
   using Config = EventConfig;
   using Lease = PooledEvent;
   static constexpr absl::string_view kName = "event";
+  static constexpr absl::string_view kPoolName = "event pool";
 
   static absl::StatusOr<void*> Create(Backend& backend, int device,
                                       const Config& config) {

@@ -1,0 +1,239 @@
+// The locked state of one keyed-pool shard (src/core/keyed_shard.h): its
+// idle and draining lists, the count of handles in its care and their single
+// retire path (src/core/handle_care.h), the leases out
+// (src/core/lease_sites.h), counters, and the decisions made under its lock.
+// No runtime call is made here: KeyedShard makes them with the lock released.
+
+#ifndef GPUPOOL_SRC_CORE_KEYED_SHARD_STATE_H_
+#define GPUPOOL_SRC_CORE_KEYED_SHARD_STATE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gpupool/device_health.h"
+#include "gpupool/pool_options.h"
+#include "gpupool/pool_stats.h"
+#include "gpupool/source_location.h"
+#include "src/core/handle_care.h"
+#include "src/core/lease_sites.h"
+#include "src/core/mutex.h"
+#include "src/core/process_state.h"
+#include "src/core/stale_handles.h"
+
+namespace gpupool::internal {
+
+class ShardState {
+ public:
+  ShardState(std::shared_ptr<DeviceHealth> health, const PoolOptions& options,
+             int device)
+      : health_(std::move(health)),
+        options_(options),
+        device_(device),
+        leases_(options.track_lease_sites) {}
+
+  // Drops (without runtime calls) handles of an older device generation.
+  void DropStale() {
+    MutexLock lock(&mu_);
+    CurrentGenerationLocked();
+  }
+
+  PoolStats Stats() const {
+    MutexLock lock(&mu_);
+    PoolStats stats = stats_;
+    stats.destroyed = care_.departed(Departure::kDestroyed);
+    stats.dropped = care_.departed(Departure::kDropped);
+    stats.leaked = care_.departed(Departure::kLeaked);
+    stats.peak_in_use = leases_.peak();
+    stats.in_use = leases_.in_use();
+    const uint64_t generation = health_->generation(device_);
+    stats.idle = 0;
+    for (const Entry& e : idle_) stats.idle += e.generation == generation;
+    stats.draining = 0;
+    for (const Entry& e : draining_)
+      stats.draining += e.generation == generation;
+    return stats;
+  }
+
+  // Appends the outstanding leases, named by the shard's kind and config.
+  void AppendOutstanding(absl::string_view kind, const std::string& config,
+                         std::vector<OutstandingLease>* out) const {
+    MutexLock lock(&mu_);
+    leases_.ForEach([&](uint64_t id, SourceLocation where) {
+      out->push_back(
+          OutstandingLease{std::string(kind), device_, config, id, where});
+    });
+  }
+
+ protected:
+  struct Entry {
+    void* handle = nullptr;
+    uint64_t generation = 0;
+  };
+  enum Source { kIdle, kDrained, kCreate, kWait };
+  // What one round of Acquire found under the lock.
+  struct Pick {
+    Source source = kWait;
+    Entry entry;                // kIdle, kDrained
+    LeaseSites::Ticket ticket;  // kIdle, kDrained: reserved
+    uint64_t generation = 0;    // kCreate: the handle's generation
+  };
+
+  // The next handle for Acquire: an idle one (its lease counted in the same
+  // critical section: one lock per hit), a drained one to validate, a slot
+  // to create in, or nothing (wait).
+  Pick PickLocked(SourceLocation where, int* drain_checks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Pick pick;
+    pick.generation = CurrentGenerationLocked();
+    if (!idle_.empty()) {
+      pick.source = kIdle;
+      pick.entry = idle_.back();
+      idle_.pop_back();
+    } else if (!draining_.empty() &&
+               *drain_checks < options_.drain_checks_per_acquire) {
+      pick.source = kDrained;
+      pick.entry = draining_.front();
+      draining_.pop_front();
+      ++*drain_checks;
+    } else if (HasRoomLocked()) {
+      ++reserved_;  // capacity for the creation Acquire makes next
+      pick.source = kCreate;
+      return pick;
+    } else {
+      return pick;
+    }
+    // An idle handle was validated when it came back and nobody could
+    // enqueue on it since: trusted unless validate_on_acquire (opt-in). A
+    // drained one was still busy at return: always queried.
+    ++stats_.acquired;
+    ++stats_.reused;
+    pick.ticket = leases_.Reserve(
+        where, pick.source == kDrained || options_.validate_on_acquire);
+    return pick;
+  }
+
+  // The device's generation, read under the lock: generations only grow and
+  // every reader takes this lock, so no thread acts on a generation older
+  // than one another thread already acted on. Handles of an older
+  // generation belong to a dead (or reset) context: forgotten here.
+  uint64_t CurrentGenerationLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const uint64_t generation = health_->generation(device_);
+    if (generation <= seen_generation_) return seen_generation_;
+    seen_generation_ = generation;
+    RetireLocked(Departure::kDropped,
+                 EraseOlderGenerations(idle_, generation) +
+                     EraseOlderGenerations(draining_, generation));
+    return generation;
+  }
+
+  bool Current(const Entry& entry) const {
+    return entry.generation == health_->generation(device_);
+  }
+
+  // Room for one more handle under max_live_per_key (live or being created).
+  bool HasRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return options_.max_live_per_key <= 0 ||
+           care_.in_care() + reserved_ < options_.max_live_per_key;
+  }
+
+  // Waits until a handle is returned or capacity frees up; false once the
+  // deadline passed. Draining handles complete without notifying us, so
+  // while any exist we wake up periodically to re-check them.
+  bool WaitForCapacityLocked(absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return false;
+    const absl::Time until =
+        draining_.empty() ? deadline
+                          : std::min(deadline, now + absl::Microseconds(200));
+    mu_.AwaitWithDeadline(absl::Condition(this, &ShardState::HasCapacity),
+                          until);
+    return true;
+  }
+
+  bool HasCapacity() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !idle_.empty() || closed_ || HasRoomLocked();
+  }
+
+  // Waits until no Return is between its entry and its end.
+  void AwaitNoReturnInFlight() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ShardState::NoReturnInFlight));
+  }
+
+  bool NoReturnInFlight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return returns_started_.load(std::memory_order_seq_cst) == returns_done_;
+  }
+
+  // A reserved lease whose handle was not handed out: it was never out.
+  void UndoReservationLocked(const LeaseSites::Ticket& ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --stats_.acquired;
+    --stats_.reused;
+    leases_.Finish(ticket);
+  }
+
+  void FinishLease(const LeaseSites::Ticket& ticket) {
+    MutexLock lock(&mu_);
+    leases_.Finish(ticket);
+  }
+
+  // A lease came back but its handle must not reach the runtime: leaked
+  // (pool closed, process exiting) or dropped (dead device generation).
+  void ForgetLocked(const LeaseSites::Ticket& ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    leases_.Finish(ticket);
+    RetireLocked(closed_ || ProcessIsExiting() ? Departure::kLeaked
+                                               : Departure::kDropped);
+  }
+
+  // The single retire path: handles leave the shard's care only here.
+  void RetireLocked(Departure how, int64_t count = 1, bool faulty = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    care_.Retire(how, count);
+    if (faulty) stats_.discarded_faulty += count;
+  }
+  void Retire(Departure how) {
+    MutexLock lock(&mu_);
+    RetireLocked(how);
+  }
+
+  const std::shared_ptr<DeviceHealth> health_;
+  const PoolOptions options_;
+  const int device_;
+
+  mutable Mutex mu_;
+  std::vector<Entry> idle_ ABSL_GUARDED_BY(mu_);  // LIFO: warmest on top
+  std::deque<Entry> draining_ ABSL_GUARDED_BY(mu_);
+  // Handles in this shard's care: leased, idle, draining, or in a thread's
+  // hands being validated or disposed of.
+  HandleCare care_ ABSL_GUARDED_BY(mu_);
+  // Creations in flight: capacity taken under max_live_per_key.
+  int reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  LeaseSites leases_ ABSL_GUARDED_BY(mu_);
+  uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // closed_, readable without the lock for Return's screening.
+  std::atomic<bool> closed_flag_{false};
+  // Return calls entered, and those done with the backend (see Return).
+  std::atomic<int64_t> returns_started_{0};
+  int64_t returns_done_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counters other than the handles' departures (care_) and leases
+  // (leases_).
+  PoolStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_CORE_KEYED_SHARD_STATE_H_
