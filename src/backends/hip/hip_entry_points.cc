@@ -8,13 +8,12 @@
 #include <atomic>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "gpupool/backend.h"
+#include "src/backends/loader/process_runtime.h"
 #include "src/backends/loader/runtime_library.h"
 
 namespace gpupool {
@@ -56,17 +55,10 @@ const HipRuntime& FallbackTable() {
   return *table;
 }
 
-// The process's choice, made once. Never destroyed: forwards may run during
-// static destruction (pools draining at exit).
-struct ProcessChoice {
-  absl::Mutex mu;
-  bool chosen ABSL_GUARDED_BY(mu) = false;
-  const HipRuntime* table ABSL_GUARDED_BY(mu) = nullptr;
-  absl::Status error ABSL_GUARDED_BY(mu);
-};
-
-ProcessChoice& Choice() {
-  static ProcessChoice* const choice = new ProcessChoice;
+// The process's choice, made once (src/backends/loader/process_runtime.h).
+loader_internal::ProcessRuntime<HipRuntime>& Choice() {
+  static auto* const choice = new loader_internal::ProcessRuntime<HipRuntime>(
+      "HIP", "UseHipRuntime", &internal_table::process_table);
   return *choice;
 }
 
@@ -108,41 +100,16 @@ absl::StatusOr<HipRuntime> LoadHipRuntime(const RuntimeLibrary& library) {
 }
 
 absl::StatusOr<const HipRuntime*> ProcessHipRuntime() {
-  ProcessChoice& choice = Choice();
-  absl::MutexLock lock(&choice.mu);
-  if (!choice.chosen) {
-    choice.chosen = true;
+  return Choice().Get([]() -> absl::StatusOr<HipRuntime> {
     absl::StatusOr<RuntimeLibrary> library =
         RuntimeLibrary::Open(HipRuntimeSearch());
-    absl::StatusOr<HipRuntime> runtime =
-        library.ok() ? LoadHipRuntime(*library)
-                     : absl::StatusOr<HipRuntime>(library.status());
-    if (runtime.ok()) {
-      choice.table = new HipRuntime(*std::move(runtime));
-      internal_table::process_table.store(choice.table,
-                                          std::memory_order_release);
-    } else {
-      choice.error = runtime.status();
-    }
-  }
-  if (choice.table == nullptr) return choice.error;
-  return choice.table;
+    if (!library.ok()) return library.status();
+    return LoadHipRuntime(*library);
+  });
 }
 
 absl::Status UseHipRuntime(HipRuntime runtime) {
-  ProcessChoice& choice = Choice();
-  absl::MutexLock lock(&choice.mu);
-  if (choice.chosen) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the process's HIP runtime is already chosen (",
-        choice.table != nullptr ? choice.table->source
-                                : choice.error.ToString(),
-        "); UseHipRuntime must come before the first HIP backend"));
-  }
-  choice.chosen = true;
-  choice.table = new HipRuntime(std::move(runtime));
-  internal_table::process_table.store(choice.table, std::memory_order_release);
-  return absl::OkStatus();
+  return Choice().Use(std::move(runtime));
 }
 
 namespace internal_table {
