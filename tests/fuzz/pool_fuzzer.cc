@@ -504,10 +504,9 @@ class Session {
             FUZZ_CHECK(!ptr.ok(), "AcquireStable accepted bad input");
             return;
           }
-          if (!ptr.ok()) {
-            stable_.erase({name, device});  // a failed grow freed the old one
-            return;
-          }
+          // A failed grow keeps the old buffer under the name (the new one
+          // is allocated before the old is freed), so the model keeps it.
+          if (!ptr.ok()) return;
           auto it = stable_.find({name, device});
           if (it != stable_.end() && bytes <= it->second.capacity) {
             FUZZ_CHECK(*ptr == it->second.ptr, "a stable buffer moved");
