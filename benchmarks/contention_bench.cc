@@ -10,6 +10,15 @@
 //                                                process-wide absl::Mutex,
 //                                                as a pool with a single lock
 //                                                would
+//   contention/allocation/real_time/threads:N    AllocationCache: a 4 KiB
+//                                                block allocated and released
+//                                                on the thread's device (a
+//                                                cache hit, no stream)
+//
+// Thread 0 builds the pool and warms every device in turn before the timed
+// loop, as a client warming its devices would: the shards of neighbouring
+// devices are then made one after the other, which is what shows whether
+// their hot state shares cache lines.
 //
 // items_per_second is the total over all threads (wall time). Scaling needs
 // cores: on a machine with C cores, more than C spinning threads cannot go
@@ -18,12 +27,15 @@
 #include <algorithm>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_common.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/event_pool.h"
 #include "gpupool/stream_pool.h"
 
 namespace gpupool::bench {
@@ -98,6 +110,51 @@ void Contention(benchmark::State& state, const BenchEnv& env,
   }
 }
 
+// The allocation cache's counterpart of SharedPool.
+struct SharedCache {
+  explicit SharedCache(Backend& backend) : events(backend), cache(backend, events) {}
+  EventPool events;
+  AllocationCache cache;
+  // Runtime allocations made by the warm-up, before the timed loop.
+  int64_t warm_misses = 0;
+};
+SharedCache* shared_cache = nullptr;
+
+constexpr size_t kBlockBytes = 4096;
+
+void AllocationContention(benchmark::State& state, const BenchEnv& env) {
+  const int devices = std::min(8, env.device_count);
+  if (state.thread_index() == 0) {
+    state.SetLabel(env.label.c_str());
+    shared_cache = new SharedCache(*env.backend);
+    // One cached block per thread, on its device.
+    std::vector<PooledAllocation> warm;
+    for (int thread = 0; thread < state.threads(); ++thread) {
+      absl::StatusOr<PooledAllocation> block =
+          shared_cache->cache.Allocate(thread % devices, kBlockBytes);
+      if (!Check(state, block.status())) break;
+      warm.push_back(*std::move(block));
+    }
+    warm.clear();
+    shared_cache->warm_misses = shared_cache->cache.GetStats().misses;
+  }
+  const int device = state.thread_index() % devices;
+  for (auto _ : state) {
+    absl::StatusOr<PooledAllocation> block =
+        shared_cache->cache.Allocate(device, kBlockBytes);
+    if (!Check(state, block.status())) break;
+    benchmark::DoNotOptimize(block->data());
+    block->Release();
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    // 0 when every timed iteration was a hit.
+    state.counters["timed_misses"] = static_cast<double>(
+        shared_cache->cache.GetStats().misses - shared_cache->warm_misses);
+    delete std::exchange(shared_cache, nullptr);
+  }
+}
+
 void RegisterContentionBenchmarks(const BenchEnv& env) {
   for (bool global_lock : {false, true}) {
     benchmark::internal::Benchmark* benchmark = benchmark::RegisterBenchmark(
@@ -109,6 +166,13 @@ void RegisterContentionBenchmarks(const BenchEnv& env) {
     for (int threads = 1; threads <= kMaxThreads; threads *= 2) {
       benchmark->Threads(threads);
     }
+  }
+  benchmark::internal::Benchmark* allocation = benchmark::RegisterBenchmark(
+      "contention/allocation",
+      [env](benchmark::State& state) { AllocationContention(state, env); });
+  allocation->UseRealTime();
+  for (int threads = 1; threads <= kMaxThreads; threads *= 2) {
+    allocation->Threads(threads);
   }
 }
 

@@ -85,6 +85,7 @@ AllocationCache::AllocationCache(Backend& backend, EventPool& events,
                                  AllocationCacheOptions options)
     : core_(std::make_shared<internal::AllocationCacheCore>(
           backend, events, std::move(health), options)) {
+  core_->MakeLeaseAnchors();
   // After DeviceCount() initialised the runtime (in the core), so that our
   // exit drain runs before the runtime's own atexit teardown.
   internal::InstallProcessHooks();
@@ -103,6 +104,7 @@ AllocationCache::~AllocationCache() {
   }
   core_->FreeEverything(/*close=*/true,
                         /*call_runtime=*/!internal::ProcessIsExiting());
+  core_->DropLeaseAnchors();
 }
 
 absl::StatusOr<PooledAllocation> AllocationCache::Allocate(

@@ -50,14 +50,12 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
              options_.event_config) {
   const int devices = lifetime_.device_count();
   const int classes = SizeClassCount(options_.max_cached_block_bytes);
-  device_cached_bytes_ =
-      std::make_unique<std::atomic<size_t>[]>(std::max(devices, 1));
+  device_cached_bytes_ = std::make_unique<DeviceBytes[]>(std::max(devices, 1));
   for (int device = 0; device < devices; ++device) {
-    device_cached_bytes_[device].store(0);
     for (MemoryKind kind : kKinds) {
       shards_.push_back(std::make_unique<AllocationShard>(
           device, kind, classes, options_.max_cached_bytes,
-          &device_cached_bytes_[device]));
+          &device_cached_bytes_[device].value));
       lease_owners_.push_back(
           std::make_unique<AllocationLeaseOwner>(this, shards_.back().get()));
     }
@@ -105,12 +103,22 @@ AllocationBlock* AllocationCacheCore::NewBlock(const AllocationShard& shard,
   return block;
 }
 
+void AllocationCacheCore::MakeLeaseAnchors() {
+  std::shared_ptr<AllocationCacheCore> self = shared_from_this();
+  lease_anchors_.reserve(lease_owners_.size());
+  for (const auto& owner : lease_owners_) {
+    // The control block (the count every lease of this shard writes) on a
+    // cache line of its own; its deleter holds the core.
+    lease_anchors_.push_back(std::shared_ptr<LeaseOwner>(
+        owner.get(), [self](LeaseOwner*) {}, CacheLineAllocator<char>()));
+  }
+}
+
+void AllocationCacheCore::DropLeaseAnchors() { lease_anchors_.clear(); }
+
 PooledAllocation AllocationCacheCore::MakeLease(AllocationBlock* block) {
-  LeaseOwner* owner =
-      lease_owners_[ShardIndex(block->device, block->kind)].get();
-  // Aliasing: the lease points at its shard's owner and keeps the core alive.
   return PooledAllocation(
-      Lease(std::shared_ptr<LeaseOwner>(shared_from_this(), owner), block,
+      Lease(lease_anchors_[ShardIndex(block->device, block->kind)], block,
             block->lease_id, /*site=*/0, block->generation),
       *block);
 }

@@ -31,6 +31,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "src/core/cache_line_allocator.h"
 #include "gpupool/internal/lease.h"
 #include "src/core/allocation_block.h"
 #include "src/core/allocation_shard.h"
@@ -41,8 +42,9 @@ namespace gpupool::internal {
 
 class AllocationCacheCore;
 
-// Where a PooledAllocation goes back to: one shard of the cache. Held by the
-// lease through an aliasing pointer that keeps the whole core alive.
+// Where a PooledAllocation goes back to: one shard of the cache. A lease
+// holds it through its shard's anchor (see lease_anchors_ below), which keeps
+// the whole core alive.
 class AllocationLeaseOwner final : public LeaseOwner {
  public:
   AllocationLeaseOwner(AllocationCacheCore* core, const AllocationShard* shard)
@@ -65,6 +67,13 @@ class AllocationCacheCore
                       std::shared_ptr<DeviceHealth> health,
                       AllocationCacheOptions options);
   ~AllocationCacheCore();
+
+  // Called once by the owning AllocationCache, right after construction
+  // (they need shared_from_this()), and at its destruction after
+  // FreeEverything(close): leases still out keep the core alive through the
+  // anchors they hold.
+  void MakeLeaseAnchors();
+  void DropLeaseAnchors();
 
   bool Forked() const { return lifetime_.Forked(); }
   Backend& backend() const { return backend_; }
@@ -191,11 +200,22 @@ class AllocationCacheCore
   const AllocationCacheOptions options_;
   PoolLifetime lifetime_;
   StreamOrderFence fence_;
-  // Cached bytes per device over both kinds (the cap is per device).
-  std::unique_ptr<std::atomic<size_t>[]> device_cached_bytes_;
+  // Cached bytes per device over both kinds (the cap is per device). One
+  // cache line each: every hit and every return of a device writes its own.
+  struct alignas(kCacheLine) DeviceBytes {
+    std::atomic<size_t> value{0};
+  };
+  std::unique_ptr<DeviceBytes[]> device_cached_bytes_;
   // ShardIndex(device, kind); fixed after construction, as are the owners.
   std::vector<std::unique_ptr<AllocationShard>> shards_;
   std::vector<std::unique_ptr<AllocationLeaseOwner>> lease_owners_;
+  // One reference-counted anchor per shard, each keeping the core alive:
+  // a lease copies its shard's anchor, so leases on different devices count
+  // references on different cache lines instead of all on the core's (one
+  // shared count written by every allocation and release made the cache
+  // slower with two threads on two devices than with one). Made by
+  // MakeLeaseAnchors, dropped by DropLeaseAnchors; fixed in between.
+  std::vector<std::shared_ptr<LeaseOwner>> lease_anchors_;
   std::atomic<bool> closed_{false};
 };
 

@@ -20,7 +20,7 @@ absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
   }
   absl::Status first;
   for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
-    const size_t cached = device_cached_bytes_[device].load();
+    const size_t cached = device_cached_bytes_[device].value.load();
     const size_t excess = cached > keep_bytes ? cached - keep_bytes : 0;
     first.Update(
         ReleaseCached(Shard(device, kind), excess, /*with_retiring=*/true)

@@ -13,12 +13,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace gpupool::internal {
-namespace {
-
-std::atomic<uint64_t> next_lease_id{1};
-
-}  // namespace
-
 AllocationShard::AllocationShard(int device, MemoryKind kind,
                                  int size_class_count, size_t max_cached_bytes,
                                  std::atomic<size_t>* device_cached_bytes)
@@ -110,7 +104,7 @@ void AllocationShard::LeaseLocked(AllocationBlock* block,
   block->uses.clear();
   if (request.stream != nullptr) block->uses.push_back(request.stream);
   block->release_stream = nullptr;
-  block->lease_id = next_lease_id.fetch_add(1, std::memory_order_relaxed);
+  block->lease_id = lease_ids_.Next();
   block->where = request.where;
   in_use_.PushFront(block);
   ++stats_.allocations_in_use;

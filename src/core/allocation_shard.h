@@ -35,7 +35,9 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 #include "src/core/allocation_block.h"
+#include "src/core/cache_line_allocator.h"
 #include "src/core/handle_care.h"
+#include "src/core/lease_ids.h"
 #include "src/core/mutex.h"
 
 namespace gpupool::internal {
@@ -67,7 +69,9 @@ struct StableBuffer {
   bool busy = false;
 };
 
-class AllocationShard {
+// Cache-line aligned, its bins on lines of their own: shards of different
+// devices are written by different threads on every hit and return.
+class alignas(kCacheLine) AllocationShard {
  public:
   // `device_cached_bytes` counts cached bytes of the device over all its
   // shards (the max_cached_bytes cap is per device); it must outlive us.
@@ -216,7 +220,10 @@ class AllocationShard {
   std::atomic<size_t>* const device_cached_bytes_;
 
   mutable Mutex mu_;
-  std::vector<Bin> bins_ ABSL_GUARDED_BY(mu_);
+  std::vector<Bin, CacheLineAllocator<Bin>> bins_ ABSL_GUARDED_BY(mu_);
+  // Lease ids, drawn in blocks from the process's counter (one shared write
+  // per 65,536 allocations, not one per allocation).
+  LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
   PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
   PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -184,8 +184,8 @@ class alignas(64) KeyedShard final
   // Destroys idle handles and drained handles whose work finished.
   void Trim() {
     DropStale();
-    std::vector<Entry> idle;
-    std::deque<Entry> draining;
+    EntryList idle;
+    DrainList draining;
     {
       MutexLock lock(&mu_);
       if (closed_) return;
@@ -222,7 +222,7 @@ class alignas(64) KeyedShard final
   // through the runtime when `call_runtime`, else leaked), refuses
   // everything afterwards, and waits for releases inside the runtime.
   void Close(bool call_runtime) {
-    std::vector<Entry> handles;
+    EntryList handles;
     {
       MutexLock lock(&mu_);
       closed_ = true;

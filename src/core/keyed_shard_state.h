@@ -25,6 +25,7 @@
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
+#include "src/core/cache_line_allocator.h"
 #include "src/core/handle_care.h"
 #include "src/core/lease_sites.h"
 #include "src/core/mutex.h"
@@ -80,6 +81,10 @@ class ShardState {
     void* handle = nullptr;
     uint64_t generation = 0;
   };
+  // Written on every acquire and return: on cache lines of their own (see
+  // src/core/cache_line_allocator.h).
+  using EntryList = std::vector<Entry, CacheLineAllocator<Entry>>;
+  using DrainList = std::deque<Entry, CacheLineAllocator<Entry>>;
   enum Source { kIdle, kDrained, kCreate, kWait };
   // What one round of Acquire found under the lock.
   struct Pick {
@@ -214,8 +219,8 @@ class ShardState {
   const int device_;
 
   mutable Mutex mu_;
-  std::vector<Entry> idle_ ABSL_GUARDED_BY(mu_);  // LIFO: warmest on top
-  std::deque<Entry> draining_ ABSL_GUARDED_BY(mu_);
+  EntryList idle_ ABSL_GUARDED_BY(mu_);  // LIFO: warmest on top
+  DrainList draining_ ABSL_GUARDED_BY(mu_);
   // Handles in this shard's care: leased, idle, draining, or in a thread's
   // hands being validated or disposed of.
   HandleCare care_ ABSL_GUARDED_BY(mu_);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpupool/source_location.h"
+#include "src/core/cache_line_allocator.h"
 #include "src/core/lease_ids.h"
 
 namespace gpupool::internal {
@@ -101,8 +102,10 @@ class LeaseSites {
   int validating_ = 0;
   int64_t peak_ = 0;
   // Grows to the peak number of leases out at once; `free_` lists free slots.
-  std::vector<Site> sites_;
-  std::vector<uint32_t> free_;
+  // Written on every acquire and return: on cache lines of their own (see
+  // src/core/cache_line_allocator.h).
+  std::vector<Site, CacheLineAllocator<Site>> sites_;
+  std::vector<uint32_t, CacheLineAllocator<uint32_t>> free_;
 };
 
 }  // namespace gpupool::internal
