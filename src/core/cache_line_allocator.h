@@ -33,9 +33,8 @@ class CacheLineAllocator {
   T* allocate(size_t n) {
     return static_cast<T*>(::operator new(Bytes(n), kAlignment));
   }
-  void deallocate(T* p, size_t n) {
-    ::operator delete(p, Bytes(n), kAlignment);
-  }
+  // Unsized: the sized aligned form needs -fsized-deallocation under clang.
+  void deallocate(T* p, size_t /*n*/) { ::operator delete(p, kAlignment); }
 
   template <typename U>
   bool operator==(const CacheLineAllocator<U>&) const {
