@@ -33,6 +33,7 @@
 #include "src/backends/runtime/error_class.h"
 #include "src/backends/runtime/runtime_backend.h"
 #include "tests/runtime_device_tests.h"
+#include "tests/runtime_factory_tests.h"
 
 namespace gpupool {
 namespace {
@@ -244,77 +245,40 @@ TEST(CudaToStatusTest, UnknownCodeKeepsItsNumber) {
 
 // --- The factory -------------------------------------------------------------
 
-// MakeBackend("cuda") reaches this factory, and both give the loader's
-// verdict unchanged: without a runtime library exactly the loader's status
-// (code and message); with one, the same outcome as the factory. A build
-// without the backend, or a by-name path that lost the reason, fails here.
-TEST(CudaFactoryTest, MakeBackendByNameGivesTheLoadersVerdict) {
-  EXPECT_TRUE(CudaBackendBuilt());
-  absl::StatusOr<const CudaRuntime*> runtime = ProcessCudaRuntime();
-  absl::StatusOr<std::unique_ptr<Backend>> direct = MakeCudaBackend();
-  absl::StatusOr<std::unique_ptr<Backend>> by_name = MakeBackend("cuda");
-  if (!runtime.ok()) {
-    EXPECT_EQ(direct.status(), runtime.status());
-    EXPECT_EQ(by_name.status(), runtime.status());
-    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
-    return;
-  }
-  ASSERT_EQ(by_name.ok(), direct.ok())
-      << by_name.status() << " vs " << direct.status();
-  if (direct.ok()) {
-    EXPECT_EQ((*by_name)->name(), "cuda");
-    EXPECT_EQ((*direct)->name(), "cuda");
-  } else {
-    // Loaded but unusable (no device, no driver): the same reason, naming
-    // the runtime that was loaded.
-    EXPECT_EQ(by_name.status(), direct.status());
-    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
-    EXPECT_THAT(std::string(by_name.status().message()),
-                HasSubstr((*runtime)->source));
-  }
-}
+struct CudaFactory {
+  using RuntimeTable = CudaRuntime;
+  static constexpr const char* kName = "cuda";
+  static constexpr const char* kRuntimeVariable = "GPUPOOL_CUDA_RUNTIME";
+  static constexpr const char* kDeviceCountCall = "cudaGetDeviceCount";
 
-TEST(CudaFactoryTest, WithoutRuntimeLibraryReportsWhatWasLookedFor) {
-  absl::StatusOr<const CudaRuntime*> runtime = ProcessCudaRuntime();
-  if (runtime.ok())
-    GTEST_SKIP() << "a CUDA runtime loaded: " << (*runtime)->source;
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeCudaBackend();
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status(), runtime.status());
-  EXPECT_EQ(backend.status().code(), Code::kUnavailable);
-  EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
-  EXPECT_THAT(std::string(backend.status().message()),
-              HasSubstr("GPUPOOL_CUDA_RUNTIME"));
-}
+  static bool Built() { return CudaBackendBuilt(); }
+  static absl::StatusOr<const CudaRuntime*> Process() {
+    return ProcessCudaRuntime();
+  }
+  static absl::StatusOr<std::unique_ptr<Backend>> Make() {
+    return MakeCudaBackend();
+  }
+  static bool DeviceCount(const CudaRuntime& runtime, int* count,
+                          std::string* error_name) {
+    const cudaError_t error = runtime.cudaGetDeviceCount(count);
+    *error_name = runtime.cudaGetErrorName(error);
+    return error == cudaSuccess;
+  }
+  // No driver at all: say so, and do not send the user to upgrade one.
+  static void CheckUnusableMessage(const CudaRuntime& runtime,
+                                   const std::string& error_name,
+                                   const std::string& message) {
+    int driver = -1;
+    ASSERT_EQ(runtime.cudaDriverGetVersion(&driver), cudaSuccess);
+    if (error_name == "cudaErrorInsufficientDriver" && driver == 0) {
+      EXPECT_THAT(message, HasSubstr("no NVIDIA driver was found"));
+      EXPECT_THAT(message, ::testing::Not(HasSubstr("insufficient")));
+      EXPECT_THAT(message, ::testing::Not(HasSubstr("update")));
+    }
+  }
+};
 
-TEST(CudaFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
-  REQUIRE_CUDA_RUNTIME();
-  const CudaRuntime& runtime = Cudart();
-  int count = 0;
-  const cudaError_t error = runtime.cudaGetDeviceCount(&count);
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeCudaBackend();
-  if (error == cudaSuccess && count > 0) {
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    EXPECT_EQ((*backend)->name(), "cuda");
-    GTEST_SKIP() << "this machine has " << count << " CUDA device(s)";
-  }
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status().code(), Code::kUnavailable) << backend.status();
-  EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
-  const std::string message(backend.status().message());
-  EXPECT_THAT(message, HasSubstr("cudaGetDeviceCount"));
-  EXPECT_THAT(message, HasSubstr(runtime.cudaGetErrorName(error)));
-  EXPECT_THAT(message, HasSubstr(runtime.source));
-  EXPECT_THAT(message, HasSubstr("GPUPOOL_CUDA_RUNTIME"));
-  int driver = -1;
-  ASSERT_EQ(runtime.cudaDriverGetVersion(&driver), cudaSuccess);
-  if (error == cudaErrorInsufficientDriver && driver == 0) {
-    // No driver at all: say so, and do not send the user to upgrade one.
-    EXPECT_THAT(message, HasSubstr("no NVIDIA driver was found"));
-    EXPECT_THAT(message, ::testing::Not(HasSubstr("insufficient")));
-    EXPECT_THAT(message, ::testing::Not(HasSubstr("update")));
-  }
-}
+INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, RuntimeFactoryTest, CudaFactory);
 
 // --- On a device -------------------------------------------------------------
 

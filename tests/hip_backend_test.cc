@@ -30,6 +30,7 @@
 #include "src/backends/runtime/error_class.h"
 #include "src/backends/runtime/runtime_backend.h"
 #include "tests/runtime_device_tests.h"
+#include "tests/runtime_factory_tests.h"
 
 namespace gpupool {
 namespace {
@@ -172,12 +173,15 @@ TEST_P(HipErrorTableTest, StatusCarriesFaultAndCode) {
 }
 
 std::string RowName(const ::testing::TestParamInfo<TableRow>& info) {
-  // HIP names every code it does not know "hipErrorUnknown".
-  if (info.param.error != hipErrorUnknown &&
-      HipErrorName(info.param.error) == "hipErrorUnknown") {
+  const std::string name(HipErrorName(info.param.error));
+  // Without a loaded runtime there are no names ("unnamed hipError", not a
+  // valid test name), and HIP names every code it does not know
+  // "hipErrorUnknown": the code's number then.
+  if (name.rfind("hipError", 0) != 0 || name.find(' ') != std::string::npos ||
+      (info.param.error != hipErrorUnknown && name == "hipErrorUnknown")) {
     return absl::StrCat("code", info.param.error);
   }
-  return std::string(HipErrorName(info.param.error));
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryRow, HipErrorTableTest,
@@ -244,72 +248,35 @@ TEST(HipToStatusTest, UnknownCodeKeepsItsNumber) {
 
 // --- The factory -------------------------------------------------------------
 
-// MakeBackend("hip") reaches this factory, and both give the loader's
-// verdict unchanged: without a runtime library exactly the loader's status
-// (code and message); with one, the same outcome as the factory. A build
-// without the backend, or a by-name path that lost the reason, fails here.
-TEST(HipFactoryTest, MakeBackendByNameGivesTheLoadersVerdict) {
-  EXPECT_TRUE(HipBackendBuilt());
-  absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
-  absl::StatusOr<std::unique_ptr<Backend>> direct = MakeHipBackend();
-  absl::StatusOr<std::unique_ptr<Backend>> by_name = MakeBackend("hip");
-  if (!runtime.ok()) {
-    EXPECT_EQ(direct.status(), runtime.status());
-    EXPECT_EQ(by_name.status(), runtime.status());
-    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
-    return;
-  }
-  ASSERT_EQ(by_name.ok(), direct.ok())
-      << by_name.status() << " vs " << direct.status();
-  if (direct.ok()) {
-    EXPECT_EQ((*by_name)->name(), "hip");
-    EXPECT_EQ((*direct)->name(), "hip");
-  } else {
-    // Loaded but unusable (no device, no driver): the same reason, naming
-    // the runtime that was loaded.
-    EXPECT_EQ(by_name.status(), direct.status());
-    EXPECT_EQ(by_name.status().code(), Code::kUnavailable);
-    EXPECT_THAT(std::string(by_name.status().message()),
-                HasSubstr((*runtime)->source));
-  }
-}
+struct HipFactory {
+  using RuntimeTable = HipRuntime;
+  static constexpr const char* kName = "hip";
+  static constexpr const char* kRuntimeVariable = "GPUPOOL_HIP_RUNTIME";
+  static constexpr const char* kDeviceCountCall = "hipGetDeviceCount";
 
-TEST(HipFactoryTest, WithoutRuntimeLibraryReportsWhatWasLookedFor) {
-  absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
-  if (runtime.ok())
-    GTEST_SKIP() << "a HIP runtime loaded: " << (*runtime)->source;
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeHipBackend();
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status(), runtime.status());
-  EXPECT_EQ(backend.status().code(), Code::kUnavailable);
-  EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
-  EXPECT_THAT(std::string(backend.status().message()),
-              HasSubstr("GPUPOOL_HIP_RUNTIME"));
-}
+  static bool Built() { return HipBackendBuilt(); }
+  static absl::StatusOr<const HipRuntime*> Process() {
+    return ProcessHipRuntime();
+  }
+  static absl::StatusOr<std::unique_ptr<Backend>> Make() {
+    return MakeHipBackend();
+  }
+  static bool DeviceCount(const HipRuntime& runtime, int* count,
+                          std::string* error_name) {
+    const hipError_t error = runtime.hipGetDeviceCount(count);
+    *error_name = runtime.hipGetErrorName(error);
+    return error == hipSuccess;
+  }
+  static void CheckUnusableMessage(const HipRuntime& /*runtime*/,
+                                   const std::string& error_name,
+                                   const std::string& message) {
+    if (error_name == "hipErrorNoDevice") {
+      EXPECT_THAT(message, HasSubstr("no AMD GPU is visible"));
+    }
+  }
+};
 
-TEST(HipFactoryTest, WithoutUsableRuntimeSaysWhyAndWhichRuntime) {
-  REQUIRE_HIP_RUNTIME();
-  const HipRuntime& runtime = Hip();
-  int count = 0;
-  const hipError_t error = runtime.hipGetDeviceCount(&count);
-  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeHipBackend();
-  if (error == hipSuccess && count > 0) {
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    EXPECT_EQ((*backend)->name(), "hip");
-    GTEST_SKIP() << "this machine has " << count << " HIP device(s)";
-  }
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status().code(), Code::kUnavailable) << backend.status();
-  EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
-  const std::string message(backend.status().message());
-  EXPECT_THAT(message, HasSubstr("hipGetDeviceCount"));
-  EXPECT_THAT(message, HasSubstr(runtime.hipGetErrorName(error)));
-  EXPECT_THAT(message, HasSubstr(runtime.source));
-  EXPECT_THAT(message, HasSubstr("GPUPOOL_HIP_RUNTIME"));
-  if (error == hipErrorNoDevice) {
-    EXPECT_THAT(message, HasSubstr("no AMD GPU is visible"));
-  }
-}
+INSTANTIATE_TYPED_TEST_SUITE_P(Hip, RuntimeFactoryTest, HipFactory);
 
 // --- On a device -------------------------------------------------------------
 
