@@ -56,8 +56,6 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
       shards_.push_back(std::make_unique<AllocationShard>(
           device, kind, classes, options_.max_cached_bytes,
           &device_cached_bytes_[device].value));
-      lease_owners_.push_back(
-          std::make_unique<AllocationLeaseOwner>(this, shards_.back().get()));
     }
   }
 }
@@ -105,12 +103,15 @@ AllocationBlock* AllocationCacheCore::NewBlock(const AllocationShard& shard,
 
 void AllocationCacheCore::MakeLeaseAnchors() {
   std::shared_ptr<AllocationCacheCore> self = shared_from_this();
-  lease_anchors_.reserve(lease_owners_.size());
-  for (const auto& owner : lease_owners_) {
+  lease_anchors_.reserve(shards_.size());
+  for (const auto& shard : shards_) {
     // The control block (the count every lease of this shard writes) on a
-    // cache line of its own; its deleter holds the core.
+    // cache line of its own; its deleter frees the owner and holds the core
+    // until then.
     lease_anchors_.push_back(std::shared_ptr<LeaseOwner>(
-        owner.get(), [self](LeaseOwner*) {}, CacheLineAllocator<char>()));
+        new AllocationLeaseOwner(this, shard.get()),
+        [self](LeaseOwner* owner) { delete owner; },
+        CacheLineAllocator<char>()));
   }
 }
 

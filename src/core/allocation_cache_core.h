@@ -31,11 +31,11 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
-#include "src/core/cache_line_allocator.h"
 #include "gpupool/internal/lease.h"
 #include "src/core/allocation_block.h"
 #include "src/core/allocation_shard.h"
 #include "src/core/allocation_stream_fence.h"
+#include "src/core/cache_line_allocator.h"
 #include "src/core/pool_lifetime.h"
 
 namespace gpupool::internal {
@@ -206,15 +206,16 @@ class AllocationCacheCore
     std::atomic<size_t> value{0};
   };
   std::unique_ptr<DeviceBytes[]> device_cached_bytes_;
-  // ShardIndex(device, kind); fixed after construction, as are the owners.
+  // ShardIndex(device, kind); fixed after construction.
   std::vector<std::unique_ptr<AllocationShard>> shards_;
-  std::vector<std::unique_ptr<AllocationLeaseOwner>> lease_owners_;
-  // One reference-counted anchor per shard, each keeping the core alive:
+  // Each shard's lease owner, behind one reference-counted anchor per shard
+  // that owns it and keeps the core alive:
   // a lease copies its shard's anchor, so leases on different devices count
   // references on different cache lines instead of all on the core's (one
   // shared count written by every allocation and release made the cache
-  // slower with two threads on two devices than with one). Made by
-  // MakeLeaseAnchors, dropped by DropLeaseAnchors; fixed in between.
+  // slower with two threads on two devices than with one). Indexed like
+  // shards_; made by MakeLeaseAnchors, dropped by DropLeaseAnchors; fixed in
+  // between.
   std::vector<std::shared_ptr<LeaseOwner>> lease_anchors_;
   std::atomic<bool> closed_{false};
 };

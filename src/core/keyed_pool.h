@@ -67,6 +67,7 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/prewarm.h"
 #include "gpupool/source_location.h"
+#include "src/core/cache_line_allocator.h"
 #include "src/core/keyed_prewarm.h"
 #include "src/core/keyed_shard.h"
 #include "src/core/mutex.h"
@@ -223,7 +224,7 @@ class KeyedPool {
   const PoolOptions& options() const { return options_; }
 
  private:
-  struct alignas(64) DeviceSlot {
+  struct alignas(kCacheLine) DeviceSlot {
     mutable Mutex mu;
     absl::flat_hash_map<Config, std::shared_ptr<Shard>> shards
         ABSL_GUARDED_BY(mu);

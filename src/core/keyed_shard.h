@@ -39,6 +39,7 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 #include "src/core/fault_reaction.h"
+#include "src/core/cache_line_allocator.h"
 #include "src/core/handle_care.h"
 #include "src/core/keyed_shard_state.h"
 #include "src/core/lease_sites.h"
@@ -62,7 +63,7 @@ inline Check CheckFor(const absl::Status& status) {
 // written on every hit; sharing a line with a neighbour's would make two
 // threads on two devices slow each other down.
 template <typename Kind>
-class alignas(64) KeyedShard final
+class alignas(kCacheLine) KeyedShard final
     : public LeaseOwner,
       public std::enable_shared_from_this<KeyedShard<Kind>>,
       private ShardState {
