@@ -43,22 +43,9 @@ gpupool_fake::State& Fake() {
       "gpupool_fake_runtime_state")();
 }
 
-class FakeRuntimeHarness : public ContractHarness {
+class FakeRuntimeHarness : public MadeBackendHarness {
  public:
-  FakeRuntimeHarness() {
-    setenv(kEnvVar, kFake, /*overwrite=*/1);
-    FakeSymbol<void (*)()>("gpupool_fake_runtime_reset")();
-    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(kName);
-    if (backend.ok()) {
-      backend_ = *std::move(backend);
-    } else {
-      status_ = backend.status();
-    }
-  }
-  absl::StatusOr<Backend*> backend() override {
-    if (!status_.ok()) return status_;
-    return backend_.get();
-  }
+  FakeRuntimeHarness() : MadeBackendHarness(MakeOverTheFake()) {}
   std::string expected_name() const override { return kName; }
   // The fake scripts the next results of every query, not one stream's.
   absl::Status MakePending(NativeStream) override {
@@ -87,7 +74,9 @@ class FakeRuntimeHarness : public ContractHarness {
   }
   void Heal(int device, NativeStream stream) override {
     Fake().stream_query_error = gpupool_fake::kSuccess;
-    EXPECT_TRUE(backend_->DestroyStream(device, stream).ok());
+    absl::StatusOr<Backend*> made = backend();
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_TRUE((*made)->DestroyStream(device, stream).ok());
   }
   absl::StatusOr<size_t> ExhaustMemory(int) override {
     Fake().malloc_error = gpupool_fake::kOutOfMemory;
@@ -103,8 +92,12 @@ class FakeRuntimeHarness : public ContractHarness {
   }
 
  private:
-  std::unique_ptr<Backend> backend_;
-  absl::Status status_;
+  // Points the loader at the fake and resets its script first.
+  static absl::StatusOr<std::unique_ptr<Backend>> MakeOverTheFake() {
+    setenv(kEnvVar, kFake, /*overwrite=*/1);
+    FakeSymbol<void (*)()>("gpupool_fake_runtime_reset")();
+    return MakeBackend(kName);
+  }
 };
 
 INSTANTIATE_TEST_SUITE_P(FakeRuntime, BackendContractTest,

@@ -69,20 +69,10 @@ class SimHarness : public ContractHarness {
 // A real runtime: nothing can be scripted without its own API (the
 // runtime's typed suite, tests/runtime_device_tests.h, does that), except an
 // allocation no device can satisfy.
-class RuntimeHarness : public ContractHarness {
+class RuntimeHarness : public MadeBackendHarness {
  public:
-  explicit RuntimeHarness(std::string name) : name_(std::move(name)) {
-    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeTestBackend(name_);
-    if (backend.ok()) {
-      backend_ = *std::move(backend);
-    } else {
-      status_ = backend.status();
-    }
-  }
-  absl::StatusOr<Backend*> backend() override {
-    if (!status_.ok()) return status_;
-    return backend_.get();
-  }
+  explicit RuntimeHarness(std::string name)
+      : MadeBackendHarness(MakeTestBackend(name)), name_(std::move(name)) {}
   std::string expected_name() const override { return name_; }
   absl::Status MakePending(NativeStream) override { return Unscripted(); }
   absl::Status CompletePending(NativeStream) override { return Unscripted(); }
@@ -101,8 +91,6 @@ class RuntimeHarness : public ContractHarness {
         "(tests/runtime_device_tests.h)");
   }
   std::string name_;
-  std::unique_ptr<Backend> backend_;
-  absl::Status status_;
 };
 
 std::vector<ContractParam> Harnesses() {

@@ -64,6 +64,22 @@ class ContractHarness {
   virtual void ExpectClean() {}
 };
 
+// A harness over a backend a factory made (MakeBackend and friends): it holds
+// the backend, or the factory's reason for making none, which backend()
+// reports so that the test skips.
+class MadeBackendHarness : public ContractHarness {
+ public:
+  explicit MadeBackendHarness(absl::StatusOr<std::unique_ptr<Backend>> made)
+      : made_(std::move(made)) {}
+  absl::StatusOr<Backend*> backend() override {
+    if (!made_.ok()) return made_.status();
+    return made_->get();
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<Backend>> made_;
+};
+
 struct ContractParam {
   std::string name;
   std::function<std::unique_ptr<ContractHarness>()> make;
