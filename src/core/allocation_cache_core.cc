@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "src/core/process_state.h"
 #include "src/core/size_classes.h"
@@ -37,6 +38,7 @@ void AllocationLeaseOwner::Return(void* handle, uint64_t /*lease_id*/,
                                   uint32_t /*site*/, uint64_t /*generation*/,
                                   bool /*discard*/) {
   core_->Return(static_cast<AllocationBlock*>(handle));
+  Drop();
 }
 
 AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
@@ -71,6 +73,10 @@ AllocationCacheCore::~AllocationCacheCore() {
 
 absl::Status AllocationCacheCore::CheckUsable(int device,
                                               absl::string_view what) {
+  // The usual answer without building the caller's name for a message.
+  if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {
+    return absl::OkStatus();
+  }
   return lifetime_.CheckEntry(absl::StrCat("AllocationCache::", what), "cache",
                               device, [this](int d) { DropStale(d); });
 }
@@ -105,22 +111,21 @@ void AllocationCacheCore::MakeLeaseAnchors() {
   std::shared_ptr<AllocationCacheCore> self = shared_from_this();
   lease_anchors_.reserve(shards_.size());
   for (const auto& shard : shards_) {
-    // The control block (the count every lease of this shard writes) on a
-    // cache line of its own; its deleter frees the owner and holds the core
-    // until then.
-    lease_anchors_.push_back(std::shared_ptr<LeaseOwner>(
-        new AllocationLeaseOwner(this, shard.get()),
-        [self](LeaseOwner* owner) { delete owner; },
-        CacheLineAllocator<char>()));
+    lease_anchors_.push_back(new AllocationLeaseOwner(self, shard.get()));
   }
 }
 
-void AllocationCacheCore::DropLeaseAnchors() { lease_anchors_.clear(); }
+void AllocationCacheCore::DropLeaseAnchors() {
+  // Owners with leases still out live on (and keep the core) until the last
+  // of them returns.
+  for (AllocationLeaseOwner* owner : lease_anchors_) owner->Drop();
+  lease_anchors_.clear();
+}
 
 PooledAllocation AllocationCacheCore::MakeLease(AllocationBlock* block) {
   return PooledAllocation(
-      Lease(lease_anchors_[ShardIndex(block->device, block->kind)], block,
-            block->lease_id, /*site=*/0, block->generation),
+      Lease(lease_anchors_[ShardIndex(block->device, block->kind)]->Hold(),
+            block, block->lease_id, /*site=*/0, block->generation),
       *block);
 }
 

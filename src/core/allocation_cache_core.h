@@ -42,22 +42,40 @@ namespace gpupool::internal {
 
 class AllocationCacheCore;
 
-// Where a PooledAllocation goes back to: one shard of the cache. A lease
-// holds it through its shard's anchor (see lease_anchors_ below), which keeps
-// the whole core alive.
-class AllocationLeaseOwner final : public LeaseOwner {
+// Where a PooledAllocation goes back to: one shard of the cache. It counts
+// its holders itself (gpupool/internal/lease.h): the cache, from
+// MakeLeaseAnchors to DropLeaseAnchors, and each lease until its Return. The
+// last one deletes it, and with it the reference it keeps on the core. One
+// cache line each: leases on different devices count on different lines
+// (one count written by every allocation and release of every device made
+// the cache slower with two threads on two devices than with one).
+class alignas(kCacheLine) AllocationLeaseOwner final : public LeaseOwner {
  public:
-  AllocationLeaseOwner(AllocationCacheCore* core, const AllocationShard* shard)
-      : core_(core), shard_(shard) {}
+  AllocationLeaseOwner(std::shared_ptr<AllocationCacheCore> core,
+                       const AllocationShard* shard)
+      : core_(std::move(core)), shard_(shard) {}
   void Return(void* handle, uint64_t lease_id, uint32_t site,
               uint64_t generation, bool discard) override;
   int device() const override { return shard_->device(); }
   // A cache shard has no handle config; the lease reports its MemoryKind.
   const void* config() const override { return nullptr; }
 
+  // One more holder (a lease about to be handed out).
+  LeaseOwner* Hold() {
+    holders_.fetch_add(1, std::memory_order_relaxed);
+    return this;
+  }
+  // One holder fewer; the last one deletes the owner.
+  void Drop() {
+    if (holders_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
  private:
-  AllocationCacheCore* const core_;
+  ~AllocationLeaseOwner() override = default;
+
+  const std::shared_ptr<AllocationCacheCore> core_;
   const AllocationShard* const shard_;
+  std::atomic<int64_t> holders_{1};  // the cache's own, until it drops it
 };
 
 class AllocationCacheCore
@@ -208,15 +226,10 @@ class AllocationCacheCore
   std::unique_ptr<DeviceBytes[]> device_cached_bytes_;
   // ShardIndex(device, kind); fixed after construction.
   std::vector<std::unique_ptr<AllocationShard>> shards_;
-  // Each shard's lease owner, behind one reference-counted anchor per shard
-  // that owns it and keeps the core alive:
-  // a lease copies its shard's anchor, so leases on different devices count
-  // references on different cache lines instead of all on the core's (one
-  // shared count written by every allocation and release made the cache
-  // slower with two threads on two devices than with one). Indexed like
+  // Each shard's lease owner (see AllocationLeaseOwner), indexed like
   // shards_; made by MakeLeaseAnchors, dropped by DropLeaseAnchors; fixed in
   // between.
-  std::vector<std::shared_ptr<LeaseOwner>> lease_anchors_;
+  std::vector<AllocationLeaseOwner*> lease_anchors_;
   std::atomic<bool> closed_{false};
 };
 

@@ -50,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -241,10 +242,12 @@ class KeyedPool {
   // (the kernel's, src/core/pool_lifetime.h; a poisoned device's handles are
   // forgotten first).
   absl::StatusOr<Shard*> UsableShard(int device, const Config& config) {
-    absl::Status entry =
-        lifetime_.CheckEntry(Kind::kPoolName, Kind::kPoolName, device,
-                             [this](int poisoned) { Purge(poisoned); });
-    if (!entry.ok()) return entry;
+    if (ABSL_PREDICT_FALSE(!lifetime_.EntryIsClear(device))) {
+      absl::Status entry =
+          lifetime_.CheckEntry(Kind::kPoolName, Kind::kPoolName, device,
+                               [this](int poisoned) { Purge(poisoned); });
+      if (!entry.ok()) return entry;
+    }
     return GetOrCreateShard(device, config);
   }
 
@@ -265,9 +268,12 @@ class KeyedPool {
       MutexLock lock(&slot.mu);
       auto [it, inserted] = slot.shards.try_emplace(config);
       if (inserted) {
-        it->second =
-            std::make_shared<Shard>(&backend_, lifetime_.health(), options_,
-                                    device, config, resettable);
+        // The pool's references end in Orphan: a shard with leases out
+        // lives on until the last one is back.
+        it->second = std::shared_ptr<Shard>(
+            new Shard(&backend_, lifetime_.health(), options_, device, config,
+                      resettable),
+            &Shard::Orphan);
       }
       shard = it->second.get();
     }

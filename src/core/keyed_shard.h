@@ -5,11 +5,13 @@
 // never called while that lock is held: every create, query and destroy runs
 // with it released, capacity reserved beforehand so that bounds hold.
 //
-// Shards are shared with the leases they hand out, so a lease returned after
-// its pool was destroyed finds a closed shard and leaks its handle (no
-// runtime call) instead of touching freed memory; Close waits for releases
-// already inside the runtime, so none reaches the backend after the pool's
-// destructor returned.
+// A shard outlives its pool while leases are out: it counts them under its
+// lock (in the sections acquire and return take anyway, so a lease writes
+// no shared reference count), and when the pool lets go of it (Orphan) the
+// last return deletes it. A lease returned after its pool was destroyed thus
+// finds a closed shard and leaks its handle (no runtime call) instead of
+// touching freed memory; Close waits for releases already inside the
+// runtime, so none reaches the backend after the pool's destructor returned.
 
 #ifndef GPUPOOL_SRC_CORE_KEYED_SHARD_H_
 #define GPUPOOL_SRC_CORE_KEYED_SHARD_H_
@@ -59,9 +61,9 @@ inline Check CheckFor(const absl::Status& status) {
 }
 
 // Cache-line aligned: shards of different devices are used by different
-// threads, and each one's lock, lists and (make_shared) reference count are
-// written on every hit; sharing a line with a neighbour's would make two
-// threads on two devices slow each other down.
+// threads, and each one's lock and lists are written on every hit; sharing a
+// line with a neighbour's would make two threads on two devices slow each
+// other down.
 template <typename Kind>
 class alignas(kCacheLine) KeyedShard final
     : public LeaseOwner,
@@ -113,7 +115,7 @@ class alignas(kCacheLine) KeyedShard final
         if (!created.ok()) return created.status();
         MutexLock lock(&mu_);
         ++stats_.acquired;
-        pick.ticket = leases_.Reserve(where, /*validating=*/false);
+        pick.ticket = ReserveLeaseLocked(where, /*validating=*/false);
         return MakeLease(*created, pick.ticket, pick.generation);
       }
       if (pick.ticket.validating && !Validated(pick)) continue;
@@ -134,25 +136,35 @@ class alignas(kCacheLine) KeyedShard final
 
   void Return(void* handle, uint64_t lease_id, uint32_t site,
               uint64_t generation, bool discard) override {
-    // A forked child must take no lock and make no runtime call, nor destroy
-    // this shard (see "Fork" in keyed_pool.h): kept alive for good.
-    if (ForkEpoch() != fork_epoch_) {
-      new std::shared_ptr<KeyedShard>(this->shared_from_this());  // NOLINT
-      return;
-    }
+    // A forked child must take no lock and make no runtime call, nor delete
+    // this shard (see "Fork" in keyed_pool.h): the lease keeps holding it,
+    // so it lives for good.
+    if (ForkEpoch() != fork_epoch_) return;
     // Counted as started before the closed screening below, and Close sets
     // closed_flag_ before it waits for every started return to be counted
     // done (both sequentially consistent): either this return sees the pool
     // closed and makes no runtime call, or Close waits until it is done with
-    // the backend. "Done" is counted under the lock the return takes last
-    // anyway (one atomic read-modify-write per return, not two), and that
-    // lock's release wakes Close.
+    // the backend. "Done" is counted in the last locked section the return
+    // takes anyway (one atomic read-modify-write per return, not two), and
+    // that lock's release wakes Close.
     returns_started_.fetch_add(1, std::memory_order_seq_cst);
-    if (!ReturnInFlight(handle, LeaseSites::Ticket{lease_id, site}, generation,
-                        discard)) {
-      MutexLock lock(&mu_);
-      ++returns_done_;
+    if (ReturnAndEnd(handle, LeaseSites::Ticket{lease_id, site}, generation,
+                     discard)) {
+      delete this;  // orphaned by its pool, and this was the last lease
     }
+  }
+
+  // The deleter of the pool's references (KeyedPool::GetOrCreateShard): the
+  // shard is deleted now if no lease holds it, else by the last return.
+  static void Orphan(KeyedShard* shard) {
+    // A forked child leaks it (see Return).
+    if (ForkEpoch() != shard->fork_epoch_) return;
+    bool unheld;
+    {
+      MutexLock lock(&shard->mu_);
+      unheld = shard->OrphanLocked();
+    }
+    if (unheld) delete shard;
   }
 
   // Creates handles until `count` are idle, bounded by the caps.
@@ -178,7 +190,7 @@ class alignas(kCacheLine) KeyedShard final
       absl::StatusOr<void*> created = CreateInReservedSlot();
       if (!created.ok()) return created.status();
       MutexLock lock(&mu_);
-      idle_.push_back(Entry{*created, generation});
+      idle_.emplace_back(*created, generation);
     }
   }
 
@@ -269,12 +281,12 @@ class alignas(kCacheLine) KeyedShard final
     return false;
   }
 
-  // True when the return was counted done in its last locked section (no
-  // runtime call after it); false when the caller must count it.
-  ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReturnInFlight(void* handle,
-                                                   LeaseSites::Ticket ticket,
-                                                   uint64_t generation,
-                                                   bool discard) {
+  // The return protocol, ending in the locked section that ends the return
+  // (EndReturnLocked); returns its answer: whether to delete the shard.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReturnAndEnd(void* handle,
+                                                 LeaseSites::Ticket ticket,
+                                                 uint64_t generation,
+                                                 bool discard) {
     // Screened without the lock (re-checked under it below): after the pool
     // was destroyed (closed) or exit began, never touch the runtime; a
     // handle of an older generation belongs to a dead context.
@@ -282,13 +294,12 @@ class alignas(kCacheLine) KeyedShard final
         generation != health_->generation(device_)) {
       MutexLock lock(&mu_);
       ForgetLocked(ticket);
-      ++returns_done_;
-      return true;
+      return EndReturnLocked();
     }
     if (discard) {
       FinishLease(ticket);
       Destroy(handle, /*faulty=*/true);
-      return false;
+      return EndReturn();
     }
     // One validating call: the query. Its failure is also how a capturing
     // stream shows (the query of a capturing stream is refused), so the
@@ -304,30 +315,34 @@ class alignas(kCacheLine) KeyedShard final
     if (check.reaction != Reaction::kProceed) {
       FinishLease(ticket);
       Dispose(handle, check, /*faulty=*/true);
-      return false;
+      return EndReturn();
     }
     {
       MutexLock lock(&mu_);
       if (closed_ || ProcessIsExiting() ||
           generation != health_->generation(device_)) {
         ForgetLocked(ticket);
-        ++returns_done_;
-        return true;
+        return EndReturnLocked();
       }
       leases_.Finish(ticket);
-      if (static_cast<int>(idle_.size() + draining_.size()) <
+      if (static_cast<int>(idle_.size()) +
+              (draining_.empty() ? 0 : static_cast<int>(draining_.size())) <
           options_.max_idle_per_key) {
         if (query.ok()) {
-          idle_.push_back(Entry{handle, generation});
+          idle_.emplace_back(handle, generation);
         } else {
-          draining_.push_back(Entry{handle, generation});
+          draining_.emplace_back(handle, generation);
         }
-        ++returns_done_;
-        return true;
+        return EndReturnLocked();
       }
     }
     Destroy(handle, /*faulty=*/false);
-    return false;
+    return EndReturn();
+  }
+
+  bool EndReturn() {
+    MutexLock lock(&mu_);
+    return EndReturnLocked();
   }
 
   absl::Status ClosedError() const {
@@ -347,8 +362,7 @@ class alignas(kCacheLine) KeyedShard final
 
   Lease MakeLease(void* handle, const LeaseSites::Ticket& ticket,
                   uint64_t generation) {
-    return Lease(this->shared_from_this(), handle, ticket.id, ticket.site,
-                 generation);
+    return Lease(this, handle, ticket.id, ticket.site, generation);
   }
 
   // Applies a non-proceed check to a handle we hold (not in any list).

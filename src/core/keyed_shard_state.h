@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -78,6 +79,11 @@ class ShardState {
 
  protected:
   struct Entry {
+    Entry() = default;
+    // Built in place by emplace_back: a temporary's two halves copied as
+    // one would stall the store-to-load forwarding on every return.
+    Entry(void* handle, uint64_t generation)
+        : handle(handle), generation(generation) {}
     void* handle = nullptr;
     uint64_t generation = 0;
   };
@@ -123,9 +129,35 @@ class ShardState {
     // drained one was still busy at return: always queried.
     ++stats_.acquired;
     ++stats_.reused;
-    pick.ticket = leases_.Reserve(
+    pick.ticket = ReserveLeaseLocked(
         where, pick.source == kDrained || options_.validate_on_acquire);
     return pick;
+  }
+
+  // Counts a lease about to go out (see LeaseSites::Reserve); it holds the
+  // shard until its return is over (EndReturnLocked) or the reservation is
+  // undone.
+  LeaseSites::Ticket ReserveLeaseLocked(SourceLocation where, bool validating)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++holders_;
+    return leases_.Reserve(where, validating);
+  }
+
+  // A Return is over: counted done (Close waits for that) and its lease no
+  // longer holds the shard. True when the shard must now delete itself: its
+  // pool let go of it (Orphan) and this was the last lease.
+  ABSL_MUST_USE_RESULT bool EndReturnLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++returns_done_;
+    --holders_;
+    return orphaned_ && holders_ == 0;
+  }
+
+  // The pool let go of the shard: true when no lease holds it any more (the
+  // caller deletes it), else the last lease's return will.
+  ABSL_MUST_USE_RESULT bool OrphanLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    orphaned_ = true;
+    return holders_ == 0;
   }
 
   // The device's generation, read under the lock: generations only grow and
@@ -187,6 +219,7 @@ class ShardState {
     --stats_.acquired;
     --stats_.reused;
     leases_.Finish(ticket);
+    --holders_;
   }
 
   void FinishLease(const LeaseSites::Ticket& ticket) {
@@ -234,6 +267,10 @@ class ShardState {
   // Return calls entered, and those done with the backend (see Return).
   std::atomic<int64_t> returns_started_{0};
   int64_t returns_done_ ABSL_GUARDED_BY(mu_) = 0;
+  // Leases reserved or out whose return is not over: the shard outlives its
+  // pool (orphaned_) until they are back (gpupool/internal/lease.h).
+  int64_t holders_ ABSL_GUARDED_BY(mu_) = 0;
+  bool orphaned_ ABSL_GUARDED_BY(mu_) = false;
   // Counters other than the handles' departures (care_) and leases
   // (leases_).
   PoolStats stats_ ABSL_GUARDED_BY(mu_);

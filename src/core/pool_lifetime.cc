@@ -54,8 +54,6 @@ PoolLifetime::~PoolLifetime() {
     new std::shared_ptr<DeviceHealth>(std::move(health_));  // NOLINT
 }
 
-bool PoolLifetime::Forked() const { return ForkEpoch() != fork_epoch_; }
-
 absl::Status PoolLifetime::CheckEntry(
     absl::string_view caller, absl::string_view owner, int device,
     absl::FunctionRef<void(int device)> purge) const {

@@ -23,6 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
+#include "src/core/process_state.h"
 
 namespace gpupool::internal {
 
@@ -53,7 +54,7 @@ class PoolLifetime {
 
   // True in a fork() child of the process that built the pool: its handles
   // belong to the parent's context and its locks may be held forever.
-  bool Forked() const;
+  bool Forked() const { return ForkEpoch() != fork_epoch_; }
   int device_count() const { return device_count_; }
   const absl::Status& device_count_status() const {
     return device_count_status_;
@@ -71,6 +72,14 @@ class PoolLifetime {
   absl::Status CheckEntry(absl::string_view caller, absl::string_view owner,
                           int device,
                           absl::FunctionRef<void(int device)> purge) const;
+
+  // Whether CheckEntry would pass, read inline without building a status:
+  // the hot path's test (a false answer sends the caller to CheckEntry for
+  // the reason and the purge).
+  bool EntryIsClear(int device) const {
+    return ForkEpoch() == fork_epoch_ && !ProcessIsExiting() &&
+           InRange(device) && !health_->is_poisoned(device);
+  }
 
   // The poison's FailedPrecondition for `device`; when it recovered
   // meanwhile, still a FailedPrecondition saying so (the caller met the

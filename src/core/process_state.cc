@@ -17,8 +17,8 @@
 namespace gpupool::internal {
 namespace {
 
-std::atomic<bool> exiting{false};
-std::atomic<uint64_t> fork_epoch{0};
+using process_state_detail::exiting;
+using process_state_detail::fork_epoch;
 
 struct Drain {
   uint64_t id;
@@ -70,10 +70,6 @@ void ChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 }  // namespace
-
-bool ProcessIsExiting() { return exiting.load(std::memory_order_acquire); }
-
-uint64_t ForkEpoch() { return fork_epoch.load(std::memory_order_acquire); }
 
 void InstallProcessHooks() {
   static absl::once_flag once;

@@ -6,18 +6,30 @@
 #ifndef GPUPOOL_SRC_CORE_PROCESS_STATE_H_
 #define GPUPOOL_SRC_CORE_PROCESS_STATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
 namespace gpupool::internal {
 
+// The two flags every pool operation reads: inline, so that the hot path
+// reads them without a call (written only by process_state.cc).
+namespace process_state_detail {
+inline std::atomic<bool> exiting{false};
+inline std::atomic<uint64_t> fork_epoch{0};
+}  // namespace process_state_detail
+
 // True once the atexit hook ran: from then on releases leak instead of calling
 // the runtime, which may be unloading.
-bool ProcessIsExiting();
+inline bool ProcessIsExiting() {
+  return process_state_detail::exiting.load(std::memory_order_acquire);
+}
 
 // Bumped in the child after every fork(). A pool created in epoch E is
 // "forked" once ForkEpoch() != E: its handles belong to the parent's context.
-uint64_t ForkEpoch();
+inline uint64_t ForkEpoch() {
+  return process_state_detail::fork_epoch.load(std::memory_order_acquire);
+}
 
 // Installs (once per process) the pthread_atfork handlers and the atexit hook.
 // Call after the runtime was initialised (e.g. after DeviceCount()) so that

@@ -5,31 +5,39 @@
 #define GPUPOOL_INTERNAL_LEASE_H_
 
 #include <cstdint>
-#include <memory>
 #include <utility>
 
 namespace gpupool::internal {
 
-// Where a lease goes back to: one shard (device, config) of a keyed pool. It
-// outlives its pool while leases are out, so a late release is defined.
+// Where a lease goes back to: one shard of a pool or cache. The owner keeps
+// itself alive for its leases: it lives until the Return of every lease it
+// handed out has returned, even past its pool's destruction, so a late
+// release is defined. A lease holds a plain pointer and writes no shared
+// reference count: the owner counts its leases where it already writes
+// (a keyed shard, under the lock its acquire and return take anyway).
 class LeaseOwner {
  public:
-  virtual ~LeaseOwner() = default;
-  // Takes the handle back. `site` is the owner's own bookkeeping slot (the
-  // value it gave the lease). `discard`: the caller knows it is bad.
+  // Takes the handle back; the lease's last touch of the owner, which may
+  // delete itself before returning. `site` is the owner's own bookkeeping
+  // slot (the value it gave the lease). `discard`: the caller knows it is
+  // bad.
   virtual void Return(void* handle, uint64_t lease_id, uint32_t site,
                       uint64_t generation, bool discard) = 0;
   virtual int device() const = 0;
   // Points at the shard's StreamConfig or EventConfig.
   virtual const void* config() const = 0;
+
+ protected:
+  // Deleted by itself only (see Return), never through a lease.
+  virtual ~LeaseOwner() = default;
 };
 
 class Lease {
  public:
   Lease() = default;
-  Lease(std::shared_ptr<LeaseOwner> owner, void* handle, uint64_t lease_id,
-        uint32_t site, uint64_t generation)
-      : owner_(std::move(owner)),
+  Lease(LeaseOwner* owner, void* handle, uint64_t lease_id, uint32_t site,
+        uint64_t generation)
+      : owner_(owner),
         handle_(handle),
         lease_id_(lease_id),
         generation_(generation),
@@ -38,7 +46,7 @@ class Lease {
   Lease& operator=(Lease&& other) noexcept {
     if (this != &other) {
       Release();
-      owner_ = std::move(other.owner_);
+      owner_ = std::exchange(other.owner_, nullptr);
       handle_ = std::exchange(other.handle_, nullptr);
       lease_id_ = std::exchange(other.lease_id_, 0);
       generation_ = std::exchange(other.generation_, 0);
@@ -63,16 +71,14 @@ class Lease {
  private:
   void Finish(bool discard) {
     if (owner_ == nullptr) return;
-    std::shared_ptr<LeaseOwner> owner = std::move(owner_);
-    owner_.reset();
-    owner->Return(std::exchange(handle_, nullptr), lease_id_, site_,
-                  generation_, discard);
-    lease_id_ = 0;
-    generation_ = 0;
-    site_ = 0;
+    // Emptied first: the owner may be gone once Return returns.
+    LeaseOwner* const owner = std::exchange(owner_, nullptr);
+    owner->Return(std::exchange(handle_, nullptr),
+                  std::exchange(lease_id_, 0), std::exchange(site_, 0),
+                  std::exchange(generation_, 0), discard);
   }
 
-  std::shared_ptr<LeaseOwner> owner_;
+  LeaseOwner* owner_ = nullptr;
   void* handle_ = nullptr;
   uint64_t lease_id_ = 0;
   uint64_t generation_ = 0;
