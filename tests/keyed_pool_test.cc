@@ -1,7 +1,8 @@
 // The keyed-pool engine under StreamPool and EventPool (src/core/keyed_pool.h):
 // generations never go backwards, one prewarm worker per pool, lease ids that
-// never repeat, peak_in_use counting only leases that went out, and a release
-// racing the pool's destruction never reaching a destroyed backend.
+// never repeat, peak_in_use counting only leases that went out, a release
+// racing the pool's destruction never reaching a destroyed backend (announced
+// or counted), and shards outliving their pool until their last lease.
 
 #include <algorithm>
 #include <atomic>
@@ -20,10 +21,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "gpupool/device_health.h"
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "src/core/lease_ids.h"
+#include "src/core/return_announcements.h"
 #include "src/core/stale_handles.h"
 #include "tests/test_util.h"
 
@@ -214,7 +217,10 @@ class GatedQuerySim : public SimBackend {
   std::atomic<bool> armed_{false};
 };
 
-TEST(KeyedPoolReleaseTest, AReleaseRacingDestructionNeverReachesAFreedBackend) {
+// The race below, with the releasing thread's return either announced (the
+// usual path where membarrier exists) or counted (`slot_busy`: the thread is
+// already inside an announced return, as where the fence is missing).
+void ReleaseRacingDestruction(bool slot_busy) {
   RaceFlags flags;
   // The backend's memory outlives its destruction so that a faulty pool is
   // caught by the flag instead of crashing the test.
@@ -227,7 +233,13 @@ TEST(KeyedPoolReleaseTest, AReleaseRacingDestructionNeverReachesAFreedBackend) {
   absl::StatusOr<PooledStream> stream = pool->Acquire(0);
   ASSERT_THAT(stream, IsOk());
   sim->Arm();
-  std::thread releaser([&] { stream->Release(); });
+  std::thread releaser([&] {
+    int outer = 0;
+    const bool busy =
+        slot_busy && internal::BeginAnnouncedReturn(&outer);
+    stream->Release();
+    if (busy) internal::EndAnnouncedReturn();
+  });
   flags.in_query.WaitForNotification();
   absl::Notification destroyed_both;
   std::thread destroyer([&] {
@@ -243,6 +255,54 @@ TEST(KeyedPoolReleaseTest, AReleaseRacingDestructionNeverReachesAFreedBackend) {
   destroyer.join();
   EXPECT_FALSE(flags.query_saw_destroyed.load());
   EXPECT_TRUE(flags.destroyed.load());
+}
+
+TEST(KeyedPoolReleaseTest, AReleaseRacingDestructionNeverReachesAFreedBackend) {
+  ReleaseRacingDestruction(/*slot_busy=*/false);
+}
+
+TEST(KeyedPoolReleaseTest, ACountedReleaseRacingDestructionIsWaitedForToo) {
+  ReleaseRacingDestruction(/*slot_busy=*/true);
+}
+
+// Leases hold their shard without a reference count of their own: the shard
+// counts them, outlives its pool while any is out, and is deleted by the
+// last return (the health it shares is then let go).
+TEST(KeyedPoolOwnershipTest, AShardOutlivesItsPoolUntilItsLastLeaseReturns) {
+  SimBackend sim(StrictSimOptions(1));
+  auto health = std::make_shared<DeviceHealth>(1);
+  std::vector<NativeStream> handles;
+  absl::StatusOr<PooledStream> first;
+  absl::StatusOr<PooledStream> second;
+  absl::StatusOr<PooledStream> other_config;
+  {
+    StreamPool pool(sim, health);
+    first = pool.Acquire(0);
+    second = pool.Acquire(0);
+    other_config = pool.Acquire(0, StreamConfig{.priority = -1});
+    ASSERT_THAT(first, IsOk());
+    ASSERT_THAT(second, IsOk());
+    ASSERT_THAT(other_config, IsOk());
+    handles = {first->get(), second->get(), other_config->get()};
+    ASSERT_EQ(health.use_count(), 4);  // ours, the pool's, two shards'
+  }
+  // The pool is gone; both shards live on for their leases, which still
+  // answer from them.
+  EXPECT_EQ(health.use_count(), 3);
+  EXPECT_EQ(first->device(), 0);
+  EXPECT_EQ(other_config->config().priority, -1);
+  const int64_t calls = sim.total_calls();
+  first->Release();
+  EXPECT_EQ(health.use_count(), 3);  // the shard still has a lease out
+  other_config->Release();
+  EXPECT_EQ(health.use_count(), 2);  // its last lease: that shard is gone
+  second->Release();
+  EXPECT_EQ(health.use_count(), 1);
+  // Leaked without runtime calls, as any release after the pool's end.
+  EXPECT_EQ(sim.total_calls(), calls);
+  for (NativeStream handle : handles) {
+    ASSERT_THAT(sim.DestroyStream(0, handle), IsOk());
+  }
 }
 
 }  // namespace

@@ -47,6 +47,7 @@
 #include "src/core/lease_sites.h"
 #include "src/core/mutex.h"
 #include "src/core/process_state.h"
+#include "src/core/return_announcements.h"
 
 namespace gpupool::internal {
 
@@ -140,18 +141,19 @@ class alignas(kCacheLine) KeyedShard final
     // this shard (see "Fork" in keyed_pool.h): the lease keeps holding it,
     // so it lives for good.
     if (ForkEpoch() != fork_epoch_) return;
-    // Counted as started before the closed screening below, and Close sets
-    // closed_flag_ before it waits for every started return to be counted
-    // done (both sequentially consistent): either this return sees the pool
-    // closed and makes no runtime call, or Close waits until it is done with
-    // the backend. "Done" is counted in the last locked section the return
-    // takes anyway (one atomic read-modify-write per return, not two), and
-    // that lock's release wakes Close.
-    returns_started_.fetch_add(1, std::memory_order_seq_cst);
-    if (ReturnAndEnd(handle, LeaseSites::Ticket{lease_id, site}, generation,
-                     discard)) {
-      delete this;  // orphaned by its pool, and this was the last lease
-    }
+    // Announced (or, where it cannot be, counted as started) before the
+    // closed screening below; Close publishes closed_flag_ before it looks
+    // for announced and started returns (src/core/return_announcements.h):
+    // either this return sees the pool closed and makes no runtime call, or
+    // Close waits until it is done with the backend. "Done" is counted in the
+    // last locked section the return takes anyway, and that lock's release
+    // wakes Close.
+    const bool announced = BeginAnnouncedReturn(this);
+    if (!announced) returns_started_.fetch_add(1, std::memory_order_seq_cst);
+    const bool last = ReturnAndEnd(handle, LeaseSites::Ticket{lease_id, site},
+                                   generation, discard, announced);
+    if (announced) EndAnnouncedReturn();
+    if (last) delete this;  // orphaned by its pool, and this the last lease
   }
 
   // The deleter of the pool's references (KeyedPool::GetOrCreateShard): the
@@ -236,10 +238,14 @@ class alignas(kCacheLine) KeyedShard final
   // everything afterwards, and waits for releases inside the runtime.
   void Close(bool call_runtime) {
     EntryList handles;
+    bool leases_out;
     {
       MutexLock lock(&mu_);
       closed_ = true;
       closed_flag_.store(true, std::memory_order_seq_cst);
+      // With no lease out (none reserved, none returning), no return can be
+      // in flight or start: nothing to fence or wait for.
+      leases_out = holders_ > 0;
       handles.swap(idle_);
       handles.insert(handles.end(), draining_.begin(), draining_.end());
       draining_.clear();
@@ -253,7 +259,10 @@ class alignas(kCacheLine) KeyedShard final
         Retire(call_runtime ? Departure::kDropped : Departure::kLeaked);
       }
     }
-    AwaitNoReturnInFlight();
+    if (leases_out) {
+      AwaitAnnouncedReturns(this);
+      AwaitNoReturnInFlight();
+    }
   }
 
   using ShardState::DropStale;
@@ -283,10 +292,12 @@ class alignas(kCacheLine) KeyedShard final
 
   // The return protocol, ending in the locked section that ends the return
   // (EndReturnLocked); returns its answer: whether to delete the shard.
+  // `announced`: counted by an announcement, not in returns_started_.
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReturnAndEnd(void* handle,
                                                  LeaseSites::Ticket ticket,
                                                  uint64_t generation,
-                                                 bool discard) {
+                                                 bool discard,
+                                                 bool announced) {
     // Screened without the lock (re-checked under it below): after the pool
     // was destroyed (closed) or exit began, never touch the runtime; a
     // handle of an older generation belongs to a dead context.
@@ -294,12 +305,12 @@ class alignas(kCacheLine) KeyedShard final
         generation != health_->generation(device_)) {
       MutexLock lock(&mu_);
       ForgetLocked(ticket);
-      return EndReturnLocked();
+      return EndReturnLocked(announced);
     }
     if (discard) {
       FinishLease(ticket);
       Destroy(handle, /*faulty=*/true);
-      return EndReturn();
+      return EndReturn(announced);
     }
     // One validating call: the query. Its failure is also how a capturing
     // stream shows (the query of a capturing stream is refused), so the
@@ -315,14 +326,14 @@ class alignas(kCacheLine) KeyedShard final
     if (check.reaction != Reaction::kProceed) {
       FinishLease(ticket);
       Dispose(handle, check, /*faulty=*/true);
-      return EndReturn();
+      return EndReturn(announced);
     }
     {
       MutexLock lock(&mu_);
       if (closed_ || ProcessIsExiting() ||
           generation != health_->generation(device_)) {
         ForgetLocked(ticket);
-        return EndReturnLocked();
+        return EndReturnLocked(announced);
       }
       leases_.Finish(ticket);
       if (static_cast<int>(idle_.size()) +
@@ -333,16 +344,16 @@ class alignas(kCacheLine) KeyedShard final
         } else {
           draining_.emplace_back(handle, generation);
         }
-        return EndReturnLocked();
+        return EndReturnLocked(announced);
       }
     }
     Destroy(handle, /*faulty=*/false);
-    return EndReturn();
+    return EndReturn(announced);
   }
 
-  bool EndReturn() {
+  bool EndReturn(bool announced) {
     MutexLock lock(&mu_);
-    return EndReturnLocked();
+    return EndReturnLocked(announced);
   }
 
   absl::Status ClosedError() const {

@@ -143,12 +143,13 @@ class ShardState {
     return leases_.Reserve(where, validating);
   }
 
-  // A Return is over: counted done (Close waits for that) and its lease no
-  // longer holds the shard. True when the shard must now delete itself: its
-  // pool let go of it (Orphan) and this was the last lease.
-  ABSL_MUST_USE_RESULT bool EndReturnLocked()
+  // A Return is over: counted done when it was counted as started (Close
+  // waits for that; `announced`: it was not) and its lease no longer holds
+  // the shard. True when the shard must now delete itself: its pool let go
+  // of it (Orphan) and this was the last lease.
+  ABSL_MUST_USE_RESULT bool EndReturnLocked(bool announced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ++returns_done_;
+    if (!announced) ++returns_done_;
     --holders_;
     return orphaned_ && holders_ == 0;
   }
@@ -264,7 +265,8 @@ class ShardState {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // closed_, readable without the lock for Return's screening.
   std::atomic<bool> closed_flag_{false};
-  // Return calls entered, and those done with the backend (see Return).
+  // Return calls entered without an announcement, and those done with the
+  // backend (see Return).
   std::atomic<int64_t> returns_started_{0};
   int64_t returns_done_ ABSL_GUARDED_BY(mu_) = 0;
   // Leases reserved or out whose return is not over: the shard outlives its
