@@ -235,8 +235,7 @@ void ReleaseRacingDestruction(bool slot_busy) {
   sim->Arm();
   std::thread releaser([&] {
     int outer = 0;
-    const bool busy =
-        slot_busy && internal::BeginAnnouncedReturn(&outer);
+    const bool busy = slot_busy && internal::BeginAnnouncedReturn(&outer);
     stream->Release();
     if (busy) internal::EndAnnouncedReturn();
   });

@@ -40,8 +40,8 @@
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
-#include "src/core/fault_reaction.h"
 #include "src/core/cache_line_allocator.h"
+#include "src/core/fault_reaction.h"
 #include "src/core/handle_care.h"
 #include "src/core/keyed_shard_state.h"
 #include "src/core/lease_sites.h"
@@ -296,8 +296,7 @@ class alignas(kCacheLine) KeyedShard final
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReturnAndEnd(void* handle,
                                                  LeaseSites::Ticket ticket,
                                                  uint64_t generation,
-                                                 bool discard,
-                                                 bool announced) {
+                                                 bool discard, bool announced) {
     // Screened without the lock (re-checked under it below): after the pool
     // was destroyed (closed) or exit began, never touch the runtime; a
     // handle of an older generation belongs to a dead context.

@@ -81,8 +81,9 @@ struct SlotReturner {
     if (slot == nullptr || slot == Unusable()) return;
     Registry& registry = GetRegistry();
     ForkSafeLock lock(&registry.mu);
-    registry.live.erase(
-        std::find(registry.live.begin(), registry.live.end(), slot));
+    auto it = std::find(registry.live.begin(), registry.live.end(), slot);
+    if (it == registry.live.end()) return;  // not ours to give back
+    registry.live.erase(it);
     registry.spare.push_back(slot);
   }
 };
@@ -103,9 +104,8 @@ namespace return_announcements_detail {
 AnnouncementSlot* RegisterThisThread() {
   if (!FenceAvailable()) return slot = Unusable();
   static absl::once_flag once;
-  absl::call_once(once, [] {
-    pthread_atfork(&PrepareFork, &AfterFork, &AfterFork);
-  });
+  absl::call_once(once,
+                  [] { pthread_atfork(&PrepareFork, &AfterFork, &AfterFork); });
   thread_local SlotReturner returner;
   (void)&returner;  // constructed now, so that it runs at thread exit
   Registry& registry = GetRegistry();

@@ -73,9 +73,9 @@ class Lease {
     if (owner_ == nullptr) return;
     // Emptied first: the owner may be gone once Return returns.
     LeaseOwner* const owner = std::exchange(owner_, nullptr);
-    owner->Return(std::exchange(handle_, nullptr),
-                  std::exchange(lease_id_, 0), std::exchange(site_, 0),
-                  std::exchange(generation_, 0), discard);
+    owner->Return(std::exchange(handle_, nullptr), std::exchange(lease_id_, 0),
+                  std::exchange(site_, 0), std::exchange(generation_, 0),
+                  discard);
   }
 
   LeaseOwner* owner_ = nullptr;
