@@ -335,8 +335,7 @@ class alignas(kCacheLine) KeyedShard final
         return EndReturnLocked(announced);
       }
       leases_.Finish(ticket);
-      if (static_cast<int>(idle_.size()) +
-              (draining_.empty() ? 0 : static_cast<int>(draining_.size())) <
+      if (static_cast<int>(idle_.size() + draining_.size()) <
           options_.max_idle_per_key) {
         if (query.ok()) {
           idle_.emplace_back(handle, generation);

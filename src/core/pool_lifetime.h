@@ -77,8 +77,8 @@ class PoolLifetime {
   // the hot path's test (a false answer sends the caller to CheckEntry for
   // the reason and the purge).
   bool EntryIsClear(int device) const {
-    return ForkEpoch() == fork_epoch_ && !ProcessIsExiting() &&
-           InRange(device) && !health_->is_poisoned(device);
+    return !Forked() && !ProcessIsExiting() && InRange(device) &&
+           !health_->is_poisoned(device);
   }
 
   // The poison's FailedPrecondition for `device`; when it recovered

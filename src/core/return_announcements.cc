@@ -106,8 +106,9 @@ AnnouncementSlot* RegisterThisThread() {
   static absl::once_flag once;
   absl::call_once(once,
                   [] { pthread_atfork(&PrepareFork, &AfterFork, &AfterFork); });
+  // Constructed here, on the thread's first registration: gives the slot
+  // back at thread exit.
   thread_local SlotReturner returner;
-  (void)&returner;  // constructed now, so that it runs at thread exit
   Registry& registry = GetRegistry();
   ForkSafeLock lock(&registry.mu);
   AnnouncementSlot* mine;
