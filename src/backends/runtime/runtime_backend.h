@@ -13,6 +13,10 @@
 // per-device cache of "does this device support an L2 access-policy window",
 // kept in atomics whose racing initialisations compute the same value.
 //
+// Its helpers: runtime_status.h (the error choke point), runtime_guards.h
+// (current device, Relaxed capture mode), runtime_checks.h (CU mask and
+// priority checks).
+//
 // The Api traits struct must provide (every function is a static forward that
 // returns Api::Error):
 //   types      Error, Stream, Event, Graph, CaptureMode, CaptureStatus
@@ -69,6 +73,9 @@
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "src/backends/runtime/error_class.h"
+#include "src/backends/runtime/runtime_checks.h"
+#include "src/backends/runtime/runtime_guards.h"
+#include "src/backends/runtime/runtime_status.h"
 
 namespace gpupool {
 namespace runtime_internal {
@@ -81,7 +88,7 @@ class RuntimeBackend final : public Backend {
   using Event = typename Api::Event;
 
   // Marks a status as not tied to one device (device count, current device).
-  static constexpr int kNoDevice = -1;
+  static constexpr int kNoDevice = RuntimeStatus<Api>::kNoDevice;
 
   // Builds the backend. Fails with the runtime's own status when it cannot
   // be used here: no driver, no device (code Unavailable, fault kCaller, the
@@ -91,19 +98,14 @@ class RuntimeBackend final : public Backend {
     absl::Status status =
         ToStatus(Api::GetDeviceCount(&count), "GetDeviceCount", kNoDevice);
     if (!status.ok()) return status;
-    if (count <= 0) return NoDeviceStatus();
+    if (count <= 0) return RuntimeStatus<Api>::NoDeviceStatus();
     return std::unique_ptr<Backend>(new RuntimeBackend(count));
   }
 
-  // The choke point every native error of this runtime passes through: OK
-  // for success (inlined), otherwise a status whose code and fault class come
-  // from the runtime's table and whose message names the call, the device,
-  // the error name, number and description. `call` is the function name
-  // without the runtime prefix ("StreamQuery").
+  // The error choke point (runtime_status.h), here for the backend's tests.
   static absl::Status ToStatus(Error error, absl::string_view call, int device,
                                CallKind kind = CallKind::kOther) {
-    if (ABSL_PREDICT_TRUE(error == Api::kSuccess)) return absl::OkStatus();
-    return ErrorToStatus(error, call, device, kind);
+    return RuntimeStatus<Api>::ToStatus(error, call, device, kind);
   }
 
   RuntimeBackend(const RuntimeBackend&) = delete;
@@ -117,7 +119,7 @@ class RuntimeBackend final : public Backend {
     absl::Status status =
         ToStatus(Api::GetDeviceCount(&count), "GetDeviceCount", kNoDevice);
     if (!status.ok()) return status;
-    if (count <= 0) return NoDeviceStatus();
+    if (count <= 0) return RuntimeStatus<Api>::NoDeviceStatus();
     return count;
   }
 
@@ -141,16 +143,16 @@ class RuntimeBackend final : public Backend {
   absl::StatusOr<NativeStream> CreateStream(
       int device, const StreamConfig& config) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    if (absl::Status valid = CheckCuMask(device, config); !valid.ok()) {
+    if (absl::Status valid = CheckCuMask<Api>(device, config); !valid.ok()) {
       return valid;
     }
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
-    if (absl::Status valid = CheckPriority(device, config.priority);
+    if (absl::Status valid = CheckPriority<Api>(device, config.priority);
         !valid.ok()) {
       return valid;
     }
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     Stream stream = nullptr;
     Error error = Api::kSuccess;
@@ -179,9 +181,9 @@ class RuntimeBackend final : public Backend {
   // silently). Either way the handle is gone on return.
   absl::Status DestroyStream(int device, NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     return ToStatus(Api::StreamDestroy(ToStream(stream)), "StreamDestroy",
                     device);
@@ -190,9 +192,9 @@ class RuntimeBackend final : public Backend {
   absl::Status QueryStream(int device, NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
     // Only the null stream resolves through the current device.
-    CurrentDeviceGuard guard(device, /*needed=*/stream == nullptr);
+    CurrentDeviceGuard<Api> guard(device, /*needed=*/stream == nullptr);
     if (!guard.status().ok()) return guard.status();
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     const Error error = Api::StreamQuery(ToStream(stream));
     // The pending answer is the routine one: hand out a prebuilt status
@@ -203,9 +205,9 @@ class RuntimeBackend final : public Backend {
 
   absl::Status SynchronizeStream(int device, NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard guard(device, /*needed=*/stream == nullptr);
+    CurrentDeviceGuard<Api> guard(device, /*needed=*/stream == nullptr);
     if (!guard.status().ok()) return guard.status();
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     return ToStatus(Api::StreamSynchronize(ToStream(stream)),
                     "StreamSynchronize", device, CallKind::kCompletion);
@@ -293,7 +295,7 @@ class RuntimeBackend final : public Backend {
   absl::Status StreamWaitEvent(int device, NativeStream stream,
                                NativeEvent event) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard guard(device, /*needed=*/stream == nullptr);
+    CurrentDeviceGuard<Api> guard(device, /*needed=*/stream == nullptr);
     if (!guard.status().ok()) return guard.status();
     return ToStatus(Api::StreamWaitEvent(ToStream(stream), ToEvent(event)),
                     "StreamWaitEvent", device);
@@ -314,9 +316,9 @@ class RuntimeBackend final : public Backend {
     if (config.disable_timing) flags |= Api::kEventDisableTiming;
     if (config.blocking_sync) flags |= Api::kEventBlockingSync;
     if (config.interprocess) flags |= Api::kEventInterprocess;
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     Event event = nullptr;
     absl::Status status = ToStatus(Api::EventCreateWithFlags(&event, flags),
@@ -327,9 +329,9 @@ class RuntimeBackend final : public Backend {
 
   absl::Status DestroyEvent(int device, NativeEvent event) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     return ToStatus(Api::EventDestroy(ToEvent(event)), "EventDestroy", device);
   }
@@ -337,7 +339,7 @@ class RuntimeBackend final : public Backend {
   absl::Status RecordEvent(int device, NativeEvent event,
                            NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard guard(device, /*needed=*/stream == nullptr);
+    CurrentDeviceGuard<Api> guard(device, /*needed=*/stream == nullptr);
     if (!guard.status().ok()) return guard.status();
     return ToStatus(Api::EventRecord(ToEvent(event), ToStream(stream)),
                     "EventRecord", device);
@@ -345,7 +347,7 @@ class RuntimeBackend final : public Backend {
 
   absl::Status QueryEvent(int device, NativeEvent event) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     const Error error = Api::EventQuery(ToEvent(event));
     if (error == Api::kErrorNotReady) return event_not_ready_;
@@ -354,7 +356,7 @@ class RuntimeBackend final : public Backend {
 
   absl::Status SynchronizeEvent(int device, NativeEvent event) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     return ToStatus(Api::EventSynchronize(ToEvent(event)), "EventSynchronize",
                     device, CallKind::kCompletion);
@@ -370,11 +372,11 @@ class RuntimeBackend final : public Backend {
                         absl::StrCat("cannot allocate 0 bytes of ",
                                      MemoryKindName(kind), " memory"));
     }
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
     // Allocation is a "potentially unsafe" call during another thread's
     // global-mode capture; Relaxed keeps it from invalidating that capture.
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     void* ptr = nullptr;
     Error error = Api::kSuccess;
@@ -406,10 +408,10 @@ class RuntimeBackend final : public Backend {
   absl::Status Free(int device, void* ptr, MemoryKind kind) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
     if (ptr == nullptr) return absl::OkStatus();
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
     // Free synchronizes the device: also "potentially unsafe" during capture.
-    RelaxedCaptureMode relaxed(device);
+    RelaxedCaptureMode<Api> relaxed(device);
     if (!relaxed.status().ok()) return relaxed.status();
     if (kind == MemoryKind::kDevice) {
       return ToStatus(Api::Free(ptr), "Free", device);
@@ -419,7 +421,7 @@ class RuntimeBackend final : public Backend {
 
   absl::StatusOr<MemoryInfo> GetMemoryInfo(int device) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard guard(device);
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
     MemoryInfo info;
     absl::Status status =
@@ -430,80 +432,17 @@ class RuntimeBackend final : public Backend {
   }
 
  private:
-  // Makes `device` the calling thread's current device for the guard's
-  // lifetime: set only if different (setting is not free, and on CUDA it
-  // may initialise a context), always restored. A failed restore cannot be
-  // reported from a destructor; the next call on this thread will see the
-  // runtime's error itself.
-  class CurrentDeviceGuard {
-   public:
-    explicit CurrentDeviceGuard(int device, bool needed = true) {
-      if (!needed) return;
-      status_ = ToStatus(Api::GetDevice(&previous_), "GetDevice", device);
-      if (!status_.ok() || previous_ == device) return;
-      status_ = ToStatus(Api::SetDevice(device), "SetDevice", device);
-      restore_ = status_.ok();
-    }
-    CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
-    CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
-    ~CurrentDeviceGuard() {
-      if (restore_) (void)Api::SetDevice(previous_);
-    }
-
-    const absl::Status& status() const { return status_; }
-
-   private:
-    absl::Status status_;
-    int previous_ = 0;
-    bool restore_ = false;
-  };
-
-  // Switches the calling thread's stream-capture mode to Relaxed for the
-  // guard's lifetime. In the default (global) mode a "potentially unsafe"
-  // call (query, synchronize, malloc, free, ...) issued while any thread
-  // captures in global mode is prohibited and invalidates that capture; pools
-  // validate, create and destroy on arbitrary threads and must never break a
-  // user's graph. Creation and destruction are guarded too: they are off the
-  // hot path, and the runtimes do not document them as capture-safe.
-  //
-  // Cost: one thread-local exchange, plus one to restore unless the thread
-  // was already Relaxed; neither takes a driver lock. It cannot be skipped
-  // more cleverly: no runtime call says whether some other thread has a
-  // global-mode capture open, and a prohibited call has already invalidated
-  // that capture by the time its error comes back, so "try, then switch" is
-  // unsound. Pools keep the guarded calls few instead: one query per
-  // returned handle, none at acquire, and the capture status
-  // (StreamIsCapturing, capture-safe, unguarded) only after a failed query.
-  class RelaxedCaptureMode {
-   public:
-    explicit RelaxedCaptureMode(int device) {
-      status_ = ToStatus(Api::ThreadExchangeStreamCaptureMode(&mode_),
-                         "ThreadExchangeStreamCaptureMode", device);
-      restore_ = status_.ok() && mode_ != Api::kCaptureModeRelaxed;
-    }
-    RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-    RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-    ~RelaxedCaptureMode() {
-      if (restore_) (void)Api::ThreadExchangeStreamCaptureMode(&mode_);
-    }
-
-    const absl::Status& status() const { return status_; }
-
-   private:
-    typename Api::CaptureMode mode_ = Api::kCaptureModeRelaxed;
-    absl::Status status_;
-    bool restore_ = false;
-  };
-
   // Per-device answer to "can a stream carry an access-policy window".
   enum : int { kPolicyUnknown = 0, kPolicySupported = 1, kPolicyAbsent = 2 };
 
   explicit RuntimeBackend(int device_count)
       : device_count_(device_count),
-        stream_not_ready_(ErrorToStatus(Api::kErrorNotReady, "StreamQuery",
-                                        kNoDevice, CallKind::kCompletion)),
-        event_not_ready_(ErrorToStatus(Api::kErrorNotReady, "EventQuery",
-                                       kNoDevice, CallKind::kCompletion)),
+        stream_not_ready_(RuntimeStatus<Api>::ErrorToStatus(
+            Api::kErrorNotReady, "StreamQuery", kNoDevice,
+            CallKind::kCompletion)),
+        event_not_ready_(RuntimeStatus<Api>::ErrorToStatus(
+            Api::kErrorNotReady, "EventQuery", kNoDevice,
+            CallKind::kCompletion)),
         access_policy_(new std::atomic<int>[device_count]) {
     for (int i = 0; i < device_count; ++i) {
       access_policy_[i].store(kPolicyUnknown, std::memory_order_relaxed);
@@ -515,28 +454,6 @@ class RuntimeBackend final : public Backend {
   }
   static Event ToEvent(NativeEvent event) { return static_cast<Event>(event); }
 
-  static absl::Status NoDeviceStatus() {
-    return FaultError(
-        Fault::kCaller, absl::StatusCode::kUnavailable,
-        absl::StrCat(Api::kCallPrefix, "GetDeviceCount reported no device"));
-  }
-
-  ABSL_ATTRIBUTE_NOINLINE static absl::Status ErrorToStatus(
-      Error error, absl::string_view call, int device, CallKind kind) {
-    const ErrorClass error_class = Api::Classify(error, kind);
-    const char* name = Api::ErrorName(error);
-    const char* description = Api::ErrorString(error);
-    if (name == nullptr) name = "unnamed error";
-    std::string message = absl::StrCat(Api::kCallPrefix, call);
-    if (device != kNoDevice) absl::StrAppend(&message, " on device ", device);
-    absl::StrAppend(&message, ": ", name, " (", static_cast<int>(error), ")");
-    // HIP's error "string" is often the name again.
-    if (description != nullptr && std::strcmp(description, name) != 0) {
-      absl::StrAppend(&message, ": ", description);
-    }
-    return FaultError(error_class.fault, error_class.code, message);
-  }
-
   absl::Status CheckDevice(int device) const {
     if (ABSL_PREDICT_TRUE(device >= 0 && device < device_count_)) {
       return absl::OkStatus();
@@ -545,61 +462,6 @@ class RuntimeBackend final : public Backend {
         Fault::kCaller, absl::StatusCode::kInvalidArgument,
         absl::StrCat(Api::kCallPrefix, " device ", device,
                      " is out of range [0, ", device_count_, ")"));
-  }
-
-  // A CU mask is a HIP extension; where it exists the create call takes no
-  // flags or priority, so a config asking for others would be silently
-  // ignored. Both cases are the caller's to fix.
-  static absl::Status CheckCuMask(int device, const StreamConfig& config) {
-    if (config.cu_mask.empty()) return absl::OkStatus();
-    if constexpr (!Api::kSupportsCuMask) {
-      return FaultError(
-          Fault::kCaller, absl::StatusCode::kInvalidArgument,
-          absl::StrCat("cu_mask is a HIP extension; the ", Api::kCallPrefix,
-                       " backend cannot restrict a stream to compute units "
-                       "(device ",
-                       device, ", ", config.ToString(), ")"));
-    } else {
-      if (config.cu_mask.size() > std::numeric_limits<uint32_t>::max()) {
-        return FaultError(Fault::kCaller, absl::StatusCode::kInvalidArgument,
-                          "cu_mask has more than 2^32 words");
-      }
-      if (config.priority != Api::kCuMaskStreamPriority ||
-          config.non_blocking != Api::kCuMaskStreamNonBlocking) {
-        return FaultError(
-            Fault::kCaller, absl::StatusCode::kInvalidArgument,
-            absl::StrCat(
-                Api::kCallPrefix, "ExtStreamCreateWithCUMask creates only ",
-                Api::kCuMaskStreamNonBlocking ? "non-blocking" : "blocking",
-                " streams of priority ", Api::kCuMaskStreamPriority,
-                "; a config with a cu_mask must say non_blocking=",
-                Api::kCuMaskStreamNonBlocking ? 1 : 0,
-                ", priority=", Api::kCuMaskStreamPriority, " (device ", device,
-                ", ", config.ToString(), ")"));
-      }
-      return absl::OkStatus();
-    }
-  }
-
-  // Validates against the runtime's own range on the current device (the
-  // caller holds the device guard). Runtimes clamp silently; we refuse, so
-  // that a pool key always describes the stream it maps to.
-  static absl::Status CheckPriority(int device, int priority) {
-    int least = 0;
-    int greatest = 0;
-    absl::Status status =
-        ToStatus(Api::DeviceGetStreamPriorityRange(&least, &greatest),
-                 "DeviceGetStreamPriorityRange", device);
-    if (!status.ok()) return status;
-    const int low = std::min(least, greatest);
-    const int high = std::max(least, greatest);
-    if (priority >= low && priority <= high) return absl::OkStatus();
-    return FaultError(
-        Fault::kCaller, absl::StatusCode::kInvalidArgument,
-        absl::StrCat("stream priority ", priority, " is outside [", low, ", ",
-                     high, "], the range ", Api::kCallPrefix, " device ",
-                     device,
-                     " supports (lower is higher priority; never clamped)"));
   }
 
   absl::StatusOr<bool> AccessPolicyWindowSupported(int device) {
