@@ -60,6 +60,7 @@ class FakeRuntimeHarness : public MadeBackendHarness {
   }
   absl::Status BeginCapture(NativeStream) override {
     Fake().capture_status = gpupool_fake::kStatusActive;
+    Fake().capture_id += 1;  // a fresh id per capture, as the runtimes do
     Fake().end_capture_yields_graph = true;
     return absl::OkStatus();
   }

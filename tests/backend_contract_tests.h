@@ -213,6 +213,38 @@ TEST_P(BackendContractTest, EndCaptureLeavesTheStreamNotCapturing) {
   EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
 }
 
+// Each capture sequence has its own id while active; none after it ended.
+TEST_P(BackendContractTest, CaptureInfoNamesEachCaptureByItsOwnId) {
+  const NativeStream stream = MustCreateStream();
+  ASSERT_NE(stream, nullptr);
+  const absl::StatusOr<CaptureInfo> idle = backend_->GetCaptureInfo(0, stream);
+  const absl::Status begin = harness_->BeginCapture(stream);
+  if (absl::IsUnimplemented(idle.status()) || Unscriptable(begin)) {
+    EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
+    GTEST_SKIP() << "no capture ids here: " << idle.status() << " / " << begin;
+  }
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_EQ(*idle, (CaptureInfo{CaptureStatus::kNone, 0}));
+  ASSERT_TRUE(begin.ok()) << begin;
+  const absl::StatusOr<CaptureInfo> first = backend_->GetCaptureInfo(0, stream);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->status, CaptureStatus::kActive);
+  EXPECT_NE(first->id, 0u);
+  ASSERT_TRUE(backend_->EndCapture(0, stream).ok());
+  const absl::StatusOr<CaptureInfo> ended = backend_->GetCaptureInfo(0, stream);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(*ended, (CaptureInfo{CaptureStatus::kNone, 0}));
+  ASSERT_TRUE(harness_->BeginCapture(stream).ok());
+  const absl::StatusOr<CaptureInfo> second =
+      backend_->GetCaptureInfo(0, stream);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->status, CaptureStatus::kActive);
+  EXPECT_NE(second->id, 0u);
+  EXPECT_NE(second->id, first->id);
+  EXPECT_TRUE(backend_->EndCapture(0, stream).ok());
+  EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
+}
+
 TEST_P(BackendContractTest, EventsRecordQueryWaitAndFollowTheirConfig) {
   const NativeStream stream = MustCreateStream();
   ASSERT_NE(stream, nullptr);

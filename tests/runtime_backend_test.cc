@@ -82,6 +82,7 @@ struct FakeRuntime {
   static inline bool end_capture_yields_graph = false;
   static inline FakeCaptureStatus capture_status = kFakeNone;
   static inline FakeCaptureStatus capture_status_after_end = kFakeNone;
+  static inline unsigned long long capture_id = 0;  // NOLINT(runtime/int)
   static inline FakeError last_error = kFakeSuccess;
   static inline int max_window_bytes = 0;
 
@@ -116,6 +117,7 @@ struct FakeRuntime {
         kFakeSuccess;
     end_capture_yields_graph = false;
     capture_status = capture_status_after_end = kFakeNone;
+    capture_id = 0;
     last_error = kFakeSuccess;
     max_window_bytes = 0;
     streams_created = cu_mask_streams_created = events_created = 0;
@@ -252,6 +254,13 @@ struct FakeApi {
   static Error StreamIsCapturing(Stream, CaptureStatus* status) {
     ++R::is_capturing_calls;
     *status = R::capture_status;
+    return kSuccess;
+  }
+  static Error StreamGetCaptureInfo(Stream, CaptureStatus* status,
+                                    unsigned long long* id) {  // NOLINT
+    ++R::is_capturing_calls;
+    *status = R::capture_status;
+    *id = R::capture_id;
     return kSuccess;
   }
   static Error StreamEndCapture(Stream, Graph* graph) {
@@ -599,6 +608,27 @@ TEST_F(RuntimeTemplateTest, EndCaptureDestroysTheGraph) {
   capture = backend_->GetCaptureStatus(0, stream);
   ASSERT_TRUE(capture.ok());
   EXPECT_EQ(*capture, CaptureStatus::kNone);
+  EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
+}
+
+TEST_F(RuntimeTemplateTest, CaptureInfoCarriesTheIdOnlyWhileActive) {
+  NativeStream stream = NewStream(0);
+  FakeRuntime::capture_status = kFakeActive;
+  FakeRuntime::capture_id = 42;
+  absl::StatusOr<CaptureInfo> info = backend_->GetCaptureInfo(0, stream);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->status, CaptureStatus::kActive);
+  EXPECT_EQ(info->id, 42u);
+  // The runtimes' id is valid only while Active: an invalidated capture
+  // reports 0 whatever the runtime wrote.
+  FakeRuntime::capture_status = kFakeInvalidated;
+  info = backend_->GetCaptureInfo(0, stream);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(*info, (CaptureInfo{CaptureStatus::kInvalidated, 0}));
+  const absl::StatusOr<CaptureInfo> bad = backend_->GetCaptureInfo(7, stream);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FaultOf(bad.status()), Fault::kCaller);
+  FakeRuntime::capture_status = kFakeNone;
   EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
 }
 

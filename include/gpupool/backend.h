@@ -147,6 +147,25 @@ absl::string_view MemoryKindName(MemoryKind kind);
 // Graph-capture state of a stream.
 enum class CaptureStatus { kNone, kActive, kInvalidated };
 
+// --- Graph capture with the capture's id ------------------------------------
+// What GetCaptureInfo reports: the stream's capture status and, while the
+// status is kActive, the id of the capture sequence. Ids are unique over the
+// lifetime of the process (cudaStreamGetCaptureInfo, hipStreamGetCaptureInfo),
+// and every stream joined into one capture reports the same id, so an id
+// tells "this stream belongs to that capture" without asking which thread
+// began it. `id` is 0 unless `status` is kActive.
+struct CaptureInfo {
+  CaptureStatus status = CaptureStatus::kNone;
+  uint64_t id = 0;
+
+  friend bool operator==(const CaptureInfo& a, const CaptureInfo& b) {
+    return a.status == b.status && a.id == b.id;
+  }
+  friend bool operator!=(const CaptureInfo& a, const CaptureInfo& b) {
+    return !(a == b);
+  }
+};
+
 struct MemoryInfo {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
@@ -209,6 +228,17 @@ class Backend {
   // treat the stream as not capturing).
   virtual absl::StatusOr<CaptureStatus> GetCaptureStatus(int device,
                                                          NativeStream stream);
+
+  // Graph-capture status of `stream` with the capture's id (see CaptureInfo).
+  // Never invalidates a capture and never blocks. The null stream reports
+  // kNone. Default: Unimplemented (callers then fall back to
+  // GetCaptureStatus, which cannot tell one capture from another).
+  virtual absl::StatusOr<CaptureInfo> GetCaptureInfo(int device,
+                                                     NativeStream stream) {
+    (void)device;
+    (void)stream;
+    return absl::UnimplementedError("GetCaptureInfo: not supported");
+  }
 
   // Ends an active or invalidated capture on `stream` and destroys the
   // resulting graph. Post: GetCaptureStatus is kNone. Default: Unimplemented.

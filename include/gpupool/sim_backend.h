@@ -111,6 +111,21 @@ struct SimOptions {
   std::function<void(absl::string_view)> on_misuse;
 };
 
+// How a simulated capture interacts with other calls (cudaStreamCaptureMode).
+// The sim's Backend primitives behave as the runtime backends do, which run
+// every potentially unsafe call in Relaxed mode, so the mode decides only
+// which thread may end the capture: any thread for kRelaxed, the beginning
+// thread otherwise (cudaErrorStreamCaptureWrongThread).
+enum class SimCaptureMode { kGlobal, kThreadLocal, kRelaxed };
+
+// A graph made by SimBackend::EndCaptureToGraph. Instantiation is folded into
+// the graph (InstantiateGraph marks it launchable).
+struct SimGraph {
+  int device = -1;
+  uint64_t id = 0;  // process-unique; 0 = no graph
+  explicit operator bool() const { return id != 0; }
+};
+
 class SimBackend : public Backend {
  public:
   explicit SimBackend(SimOptions options = {});
@@ -133,6 +148,9 @@ class SimBackend : public Backend {
   absl::Status SynchronizeStream(int device, NativeStream stream) override;
   absl::StatusOr<CaptureStatus> GetCaptureStatus(int device,
                                                  NativeStream stream) override;
+  // The capture's id is process-unique (shared by every SimBackend).
+  absl::StatusOr<CaptureInfo> GetCaptureInfo(int device,
+                                             NativeStream stream) override;
   absl::Status EndCapture(int device, NativeStream stream) override;
   absl::Status ResetStreamAttributes(int device, NativeStream stream) override;
   // The profile's `stream_attributes` (no runtime call, not counted).
@@ -169,12 +187,15 @@ class SimBackend : public Backend {
   void ResetDevice(int device);
   // Enqueues work on `stream` that completes after `duration` of real time
   // (absl::InfiniteDuration(): only when CompleteAllWork/CompleteWork runs).
+  // On a capturing stream the work is captured, not run (see Graph capture).
   void SubmitWork(NativeStream stream, absl::Duration duration);
   // Completes all pending work on every stream (and so every recorded event).
   void CompleteAllWork();
   // Completes the pending work of one stream.
   void CompleteWork(NativeStream stream);
-  // Starts a graph capture on `stream` (status becomes kActive).
+  // Starts a global-mode graph capture on `stream` (status becomes kActive);
+  // a refused begin (already capturing, unknown stream) is reported as
+  // misuse. See "Graph capture" below for the full model.
   void BeginCapture(NativeStream stream);
   // Marks a stream attribute as changed from its default (e.g. an L2 access
   // policy window); ResetStreamAttributes clears it. Meaningful only with a
@@ -184,6 +205,48 @@ class SimBackend : public Backend {
   // included). Allocations beyond it fail with kOutOfMemory.
   void SetMemoryLimit(int device, size_t bytes,
                       MemoryKind kind = MemoryKind::kDevice);
+
+  // --- Graph capture --------------------------------------------------------
+  // A model of cudaStreamBeginCapture ... cudaGraphLaunch (docs/backends.md,
+  // "Graph capture in the simulator"): work and event records on a
+  // capturing stream are captured, not run; querying or synchronizing a
+  // capturing stream or a captured event fails and invalidates the capture;
+  // a wait on a captured event joins the waiting stream into the capture.
+  //
+  // Begins a capture on `stream` with a fresh process-unique id.
+  // `owner` names, for the graph oracle, whose memory the graph may touch
+  // (see ClaimMemory); 0 means nobody's claims. FailedPrecondition when the
+  // stream is already capturing; InvalidArgument for the null stream.
+  absl::Status BeginCapture(NativeStream stream, SimCaptureMode mode,
+                            uint64_t owner = 0);
+  // Ends the capture begun on `stream` and returns its graph (caller owns it:
+  // DestroyGraph). An invalidated capture ends with FailedPrecondition and no
+  // graph; a stream joined into another's capture, or a non-Relaxed capture
+  // ended from another thread, fails with FailedPrecondition and the capture
+  // is invalidated (cudaErrorStreamCaptureUnmatched / WrongThread).
+  absl::StatusOr<SimGraph> EndCaptureToGraph(NativeStream stream);
+  // Makes `graph` launchable (cudaGraphInstantiate).
+  absl::Status InstantiateGraph(SimGraph graph);
+  // Replays the graph's captured work on `stream` (each piece again, with its
+  // duration). The oracle checks every range the graph touches: freed, or
+  // claimed by an owner other than the graph's, counts as a graph misuse.
+  // FailedPrecondition when not instantiated; Unimplemented into a capture.
+  absl::Status LaunchGraph(SimGraph graph, NativeStream stream);
+  // Destroys the graph (its exec with it). A launch still running finishes.
+  absl::Status DestroyGraph(SimGraph graph);
+  // Work on `stream` that reads or writes [ptr, ptr + bytes), which must lie
+  // in one live allocation (else misuse). Captured when the stream captures.
+  void TouchMemory(NativeStream stream, const void* ptr, size_t bytes = 1);
+  // Declares [ptr, ptr + bytes) as holding `owner`'s data until
+  // ReleaseClaim(ptr): tests claim what an allocator leased them.
+  void ClaimMemory(const void* ptr, size_t bytes, uint64_t owner);
+  void ReleaseClaim(const void* ptr);
+  // Graph inspection: live graphs of `device`, whether the latest launch of
+  // `graph` is still running, and launches that broke the oracle.
+  int live_graphs(int device) const;
+  bool graph_launch_pending(SimGraph graph) const;
+  int64_t graph_misuses() const;
+  std::vector<std::string> graph_misuse_log() const;
 
   // --- Inspection ----------------------------------------------------------
   int live_streams(int device) const;

@@ -193,6 +193,25 @@ FAKE_API int FAKE(StreamIsCapturing)(void* /*stream*/, int* status) {
   *status = S().capture_status;
   return Count(gpupool_fake::kSuccess);
 }
+// The capture's id is scripted (capture_id); it is reported only while the
+// status is Active, as the runtimes do. CUDA 13 spells seven arguments, HIP's
+// hipStreamGetCaptureInfo three.
+#ifdef GPUPOOL_FAKE_HIP
+FAKE_API int FAKE(StreamGetCaptureInfo)(void* /*stream*/, int* status,
+                                        unsigned long long* id) {  // NOLINT
+#else
+FAKE_API int FAKE(StreamGetCaptureInfo)(void* /*stream*/, int* status,
+                                        unsigned long long* id,  // NOLINT
+                                        void* /*graph*/, void* /*deps*/,
+                                        void* /*edges*/, void* /*count*/) {
+#endif
+  *status = S().capture_status;
+  if (id != nullptr) {
+    *id =
+        S().capture_status == gpupool_fake::kStatusActive ? S().capture_id : 0;
+  }
+  return Count(gpupool_fake::kSuccess);
+}
 FAKE_API int FAKE(StreamEndCapture)(void* /*stream*/, void** graph) {
   *graph = nullptr;
   if (S().end_capture_yields_graph) {

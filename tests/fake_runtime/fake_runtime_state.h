@@ -51,6 +51,7 @@ struct State {
   int event_query_error = kSuccess;
   int malloc_error = kSuccess;
   int capture_status = kStatusNone;
+  unsigned long long capture_id = 0;  // NOLINT(runtime/int)
   int end_capture_error = kSuccess;
   bool end_capture_yields_graph = false;
   size_t free_bytes = 1 << 20;

@@ -133,6 +133,13 @@ cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   }
   return E(code);
 }
+STANDIN_EXPORT cudaError_t cudaStreamGetCaptureInfo(
+    cudaStream_t stream, cudaStreamCaptureStatus* status,
+    unsigned long long* id, cudaGraph_t*, const cudaGraphNode_t**,  // NOLINT
+    const cudaGraphEdgeData**, size_t*) {
+  if (id != nullptr) *id = 0;
+  return cudaStreamIsCapturing(stream, status);
+}
 STANDIN_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t,
                                                 cudaGraph_t* graph) {
   if (graph != nullptr) *graph = nullptr;

@@ -140,6 +140,12 @@ STANDIN_EXPORT hipError_t hipStreamIsCapturing(hipStream_t stream,
   }
   return E(code);
 }
+STANDIN_EXPORT hipError_t
+hipStreamGetCaptureInfo(hipStream_t stream, hipStreamCaptureStatus* status,
+                        unsigned long long* id) {  // NOLINT(runtime/int)
+  if (id != nullptr) *id = 0;
+  return hipStreamIsCapturing(stream, status);
+}
 STANDIN_EXPORT hipError_t hipStreamEndCapture(hipStream_t, hipGraph_t* graph) {
   if (graph != nullptr) *graph = nullptr;
   return hipErrorIllegalState;

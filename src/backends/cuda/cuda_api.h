@@ -112,6 +112,14 @@ struct CudaApi {
   static Error StreamIsCapturing(Stream stream, CaptureStatus* status) {
     return Cudart().cudaStreamIsCapturing(stream, status);
   }
+  // CUDA 13's cudaStreamGetCaptureInfo takes seven arguments; CUDA 12's
+  // symbol of that name is the older (stream, status, id) form, which
+  // ignores the trailing null arguments passed here.
+  static Error StreamGetCaptureInfo(Stream stream, CaptureStatus* status,
+                                    unsigned long long* id) {  // NOLINT
+    return Cudart().cudaStreamGetCaptureInfo(stream, status, id, nullptr,
+                                             nullptr, nullptr, nullptr);
+  }
   static Error StreamEndCapture(Stream stream, Graph* graph) {
     return Cudart().cudaStreamEndCapture(stream, graph);
   }

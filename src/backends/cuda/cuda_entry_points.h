@@ -56,6 +56,7 @@ namespace cuda_internal {
   X(cudaStreamQuery)                     \
   X(cudaStreamSynchronize)               \
   X(cudaStreamIsCapturing)               \
+  X(cudaStreamGetCaptureInfo)            \
   X(cudaStreamEndCapture)                \
   X(cudaGraphDestroy)                    \
   X(cudaStreamWaitEvent)                 \

@@ -16,7 +16,8 @@
 //    flags or priority: it always creates a blocking (hipStreamDefault),
 //    normal-priority stream, so the template accepts a cu_mask only with
 //    non_blocking=false and priority=0.
-//  * Capture: HIP 5.2 has hipStreamIsCapturing, hipStreamEndCapture,
+//  * Capture: HIP 5.2 has hipStreamIsCapturing, hipStreamGetCaptureInfo
+//    (status and the capture's process-unique id), hipStreamEndCapture,
 //    hipGraphDestroy and hipThreadExchangeStreamCaptureMode (all "beta").
 //  * No per-stream attributes in 5.2 (no access-policy window): nothing to
 //    reset.
@@ -124,6 +125,10 @@ struct HipApi {
   }
   static Error StreamIsCapturing(Stream stream, CaptureStatus* status) {
     return Hip().hipStreamIsCapturing(stream, status);
+  }
+  static Error StreamGetCaptureInfo(Stream stream, CaptureStatus* status,
+                                    unsigned long long* id) {  // NOLINT
+    return Hip().hipStreamGetCaptureInfo(stream, status, id);
   }
   static Error StreamEndCapture(Stream stream, Graph* graph) {
     return Hip().hipStreamEndCapture(stream, graph);

@@ -55,6 +55,7 @@ using HipHostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
   X(hipStreamQuery, decltype(&::hipStreamQuery))                             \
   X(hipStreamSynchronize, decltype(&::hipStreamSynchronize))                 \
   X(hipStreamIsCapturing, decltype(&::hipStreamIsCapturing))                 \
+  X(hipStreamGetCaptureInfo, decltype(&::hipStreamGetCaptureInfo))           \
   X(hipStreamEndCapture, decltype(&::hipStreamEndCapture))                   \
   X(hipGraphDestroy, decltype(&::hipGraphDestroy))                           \
   X(hipStreamWaitEvent, decltype(&::hipStreamWaitEvent))                     \

@@ -36,6 +36,7 @@
 //   streams    StreamCreateWithPriority(Stream*, unsigned, int),
 //              StreamDestroy, StreamQuery, StreamSynchronize,
 //              StreamIsCapturing(Stream, CaptureStatus*),
+//              StreamGetCaptureInfo (see runtime_capture.h),
 //              StreamEndCapture(Stream, Graph*), GraphDestroy(Graph),
 //              StreamWaitEvent(Stream, Event),
 //              ThreadExchangeStreamCaptureMode(CaptureMode*)
@@ -73,6 +74,7 @@
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "src/backends/runtime/error_class.h"
+#include "src/backends/runtime/runtime_capture.h"
 #include "src/backends/runtime/runtime_checks.h"
 #include "src/backends/runtime/runtime_guards.h"
 #include "src/backends/runtime/runtime_status.h"
@@ -221,14 +223,16 @@ class RuntimeBackend final : public Backend {
         ToStatus(Api::StreamIsCapturing(ToStream(stream), &capture),
                  "StreamIsCapturing", device);
     if (!status.ok()) return status;
-    if (capture == Api::kCaptureStatusNone) return CaptureStatus::kNone;
-    if (capture == Api::kCaptureStatusActive) return CaptureStatus::kActive;
-    if (capture == Api::kCaptureStatusInvalidated) {
-      return CaptureStatus::kInvalidated;
-    }
-    // A status newer than this code: the capture is in no state a pool can
-    // use, and ending it then destroying the stream is the safe reaction.
-    return CaptureStatus::kInvalidated;
+    // A status newer than this code counts as invalidated: ending the
+    // capture then destroying the stream is the safe reaction.
+    return RuntimeCapture<Api>::ToCaptureStatus(capture);
+  }
+
+  // The status with the capture's id (runtime_capture.h).
+  absl::StatusOr<CaptureInfo> GetCaptureInfo(int device,
+                                             NativeStream stream) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeCapture<Api>::GetCaptureInfo(device, ToStream(stream));
   }
 
   absl::Status EndCapture(int device, NativeStream stream) override {

@@ -146,9 +146,11 @@ absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
         d, device, stream, "DestroyStream", misuse, /*destroying=*/true);
     if (!found.ok()) return found.status();
     uintptr_t handle = HandleValue(stream);
+    // HIP ends the capture silently; CUDA leaves it undefined (the pools end
+    // it first): either way the capture loses this stream.
+    d.DetachFromCapture(handle);
     if (profile.destroy_blocks_until_idle) {
-      // hipStreamDestroy: ends a capture silently, then waits for the work.
-      (*found)->capture = CaptureStatus::kNone;
+      // hipStreamDestroy waits for the work.
       switch (d.WaitStreamIdle(handle, /*stop_on_fault=*/false)) {
         case WaitResult::kPoisoned:
           return d.sticky;
@@ -184,7 +186,7 @@ absl::Status SimBackend::QueryStream(int device, NativeStream stream) {
   // Like cudaErrorStreamCaptureUnsupported: querying the capturing stream
   // itself is illegal even in Relaxed mode, and kills the capture.
   if (s.capture == CaptureStatus::kActive) {
-    s.capture = CaptureStatus::kInvalidated;
+    d.InvalidateCapture(s.capture_id);
     return CallerError(absl::StatusCode::kFailedPrecondition,
                        absl::StrCat("QueryStream: stream ", Hex(handle),
                                     " is capturing; capture invalidated"));
@@ -215,7 +217,7 @@ absl::Status SimBackend::SynchronizeStream(int device, NativeStream stream) {
   if (!found.ok()) return found.status();
   uintptr_t handle = HandleValue(stream);
   if ((*found)->capture != CaptureStatus::kNone) {
-    (*found)->capture = CaptureStatus::kInvalidated;
+    d.InvalidateCapture((*found)->capture_id);
     return CallerError(absl::StatusCode::kFailedPrecondition,
                        absl::StrCat("SynchronizeStream: stream ", Hex(handle),
                                     " is capturing; capture invalidated"));
@@ -235,41 +237,7 @@ absl::Status SimBackend::SynchronizeStream(int device, NativeStream stream) {
                                  " destroyed while synchronizing"));
 }
 
-absl::StatusOr<CaptureStatus> SimBackend::GetCaptureStatus(
-    int device, NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kCaptureStatus, device);
-  if (!status.ok()) return status;
-  ChargeLatency(state_->options.profile.query);
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  if (stream == nullptr) return CaptureStatus::kNone;
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "GetCaptureStatus", misuse);
-  if (!found.ok()) return found.status();
-  return (*found)->capture;
-}
-
-absl::Status SimBackend::EndCapture(int device, NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kEndCapture, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  absl::Status not_capturing =
-      CallerError(absl::StatusCode::kFailedPrecondition,
-                  absl::StrCat("EndCapture: stream ", Hex(HandleValue(stream)),
-                               " is not capturing"));
-  if (stream == nullptr) return not_capturing;
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "EndCapture", misuse);
-  if (!found.ok()) return found.status();
-  if ((*found)->capture == CaptureStatus::kNone) return not_capturing;
-  (*found)->capture = CaptureStatus::kNone;
-  return absl::OkStatus();
-}
+// GetCaptureStatus, GetCaptureInfo and EndCapture: sim_capture.cc.
 
 absl::Status SimBackend::ResetStreamAttributes(int device,
                                                NativeStream stream) {
@@ -309,8 +277,13 @@ absl::Status SimBackend::StreamWaitEvent(int device, NativeStream stream,
     if (!found.ok()) return found.status();
     waiter = *found;
   }
+  if (absl::Status joined =
+          d.JoinCapture(**waited, HandleValue(stream), waiter);
+      !joined.ok()) {
+    return joined;
+  }
   absl::Time latest;
-  if (waiter != nullptr &&
+  if (waiter != nullptr && waiter->capture == CaptureStatus::kNone &&
       d.PruneWork(&(*waited)->work, absl::Now(), &latest)) {
     waiter->work.insert(waiter->work.end(), (*waited)->work.begin(),
                         (*waited)->work.end());
@@ -378,14 +351,28 @@ absl::Status SimBackend::RecordEvent(int device, NativeEvent event,
   if (!recorded.ok()) return recorded.status();
   if (stream == nullptr) {
     (*recorded)->work.clear();
+    (*recorded)->captured_in = 0;
     return absl::OkStatus();
   }
   absl::StatusOr<StreamState*> found =
       state_->FindStream(d, device, stream, "RecordEvent", misuse);
   if (!found.ok()) return found.status();
+  if ((*found)->capture == CaptureStatus::kInvalidated) {
+    return CallerError(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat("RecordEvent: stream ", Hex(HandleValue(stream)),
+                     " has an invalidated capture"));
+  }
+  if ((*found)->capture == CaptureStatus::kActive) {
+    // A captured event: a node of the graph, not a point in executed work.
+    (*recorded)->work.clear();
+    (*recorded)->captured_in = (*found)->capture_id;
+    return absl::OkStatus();
+  }
   absl::Time latest;
   d.PruneWork(&(*found)->work, absl::Now(), &latest);
   (*recorded)->work = (*found)->work;
+  (*recorded)->captured_in = 0;
   return absl::OkStatus();
 }
 
@@ -400,6 +387,11 @@ absl::Status SimBackend::QueryEvent(int device, NativeEvent event) {
   absl::StatusOr<EventState*> found =
       state_->FindEvent(d, device, event, "QueryEvent", misuse);
   if (!found.ok()) return found.status();
+  if (absl::Status captured =
+          d.RefuseCapturedEvent(**found, "QueryEvent", HandleValue(event));
+      !captured.ok()) {
+    return captured;
+  }
   absl::Time latest;
   if (d.PruneWork(&(*found)->work, absl::Now(), &latest)) {
     return NotReady("event", HandleValue(event));
@@ -417,6 +409,11 @@ absl::Status SimBackend::SynchronizeEvent(int device, NativeEvent event) {
   absl::StatusOr<EventState*> found =
       state_->FindEvent(d, device, event, "SynchronizeEvent", misuse);
   if (!found.ok()) return found.status();
+  if (absl::Status captured = d.RefuseCapturedEvent(**found, "SynchronizeEvent",
+                                                    HandleValue(event));
+      !captured.ok()) {
+    return captured;
+  }
   switch (d.WaitEventIdle(HandleValue(event))) {
     case WaitResult::kIdle:
     case WaitResult::kFaulted:
@@ -431,111 +428,6 @@ absl::Status SimBackend::SynchronizeEvent(int device, NativeEvent event) {
                                  " destroyed while synchronizing"));
 }
 
-// --- Memory ------------------------------------------------------------------
-
-absl::StatusOr<void*> SimBackend::Allocate(int device, size_t bytes,
-                                           MemoryKind kind) {
-  absl::Status status = state_->Enter(SimOp::kAllocate, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  status = State::CheckPoison(d);
-  if (!status.ok()) return status;
-  if (bytes == 0) {
-    return CallerError(absl::StatusCode::kInvalidArgument,
-                       "Allocate: 0 bytes requested");
-  }
-  ChargeLatency(state_->options.profile.allocate);
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  MemoryAccount& account = d.memory[KindIndex(kind)];
-  if (bytes > account.limit || account.live_bytes > account.limit - bytes) {
-    return FaultError(
-        Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
-        absl::StrCat("sim: out of ", MemoryKindName(kind), " memory on device ",
-                     device, ": requested ", bytes, " bytes, ",
-                     account.live_bytes, " in use, limit ", account.limit));
-  }
-  // Addresses are never reused, so the region can run out before the limit.
-  if (bytes > sim_internal::kRegionBytes - account.next_offset ||
-      sim_internal::RoundUpToAlignment(bytes) >
-          sim_internal::kRegionBytes - account.next_offset) {
-    return FaultError(
-        Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
-        absl::StrCat("sim: simulated ", MemoryKindName(kind),
-                     " address space of device ", device, " exhausted"));
-  }
-  uintptr_t address =
-      sim_internal::RegionBase(device, kind) + account.next_offset;
-  account.next_offset += sim_internal::RoundUpToAlignment(bytes);
-  account.live_bytes += bytes;
-  d.allocations.emplace(address, AllocationState{bytes, kind});
-  d.allocations_made.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<void*>(address);
-}
-
-absl::Status SimBackend::Free(int device, void* ptr, MemoryKind kind) {
-  absl::Status status = state_->Enter(SimOp::kFree, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  {
-    State::MisuseReporter misuse(state_.get());
-    absl::MutexLock lock(&d.mu);
-    if (d.poisoned) return d.sticky;
-    // Like cudaFree(nullptr): a no-op.
-    if (ptr == nullptr) return absl::OkStatus();
-    uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
-    auto it = d.allocations.find(address);
-    if (it == d.allocations.end()) {
-      DecodedAddress decoded = DecodeAddress(address);
-      if (!state_->ValidDevice(decoded.device)) {
-        return misuse.Flag(
-            absl::StrCat("Free: unknown pointer ", Hex(address)));
-      }
-      if (decoded.device != device) {
-        return misuse.Flag(absl::StrCat(
-            "Free: wrong device: pointer ", Hex(address), " belongs to device ",
-            decoded.device, " but was passed with device ", device));
-      }
-      if (decoded.kind != kind) {
-        return misuse.Flag(
-            absl::StrCat("Free: wrong memory kind: pointer ", Hex(address),
-                         " is ", MemoryKindName(decoded.kind),
-                         " memory but was freed as ", MemoryKindName(kind)));
-      }
-      if (decoded.offset < d.memory[KindIndex(kind)].next_offset) {
-        return misuse.Flag(absl::StrCat("Free: double free (or interior ",
-                                        "pointer) ", Hex(address),
-                                        " on device ", device));
-      }
-      return misuse.Flag(absl::StrCat("Free: unknown pointer ", Hex(address),
-                                      " (never allocated on device ", device,
-                                      ")"));
-    }
-    if (it->second.kind != kind) {
-      return misuse.Flag(
-          absl::StrCat("Free: wrong memory kind: pointer ", Hex(address),
-                       " is ", MemoryKindName(it->second.kind),
-                       " memory but was freed as ", MemoryKindName(kind)));
-    }
-    d.memory[KindIndex(kind)].live_bytes -= it->second.bytes;
-    d.allocations.erase(it);
-    d.allocations_freed.fetch_add(1, std::memory_order_relaxed);
-  }
-  ChargeLatency(state_->options.profile.free);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<MemoryInfo> SimBackend::GetMemoryInfo(int device) {
-  absl::Status status = state_->Enter(SimOp::kMemoryInfo, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  absl::ReaderMutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  const MemoryAccount& account = d.memory[KindIndex(MemoryKind::kDevice)];
-  MemoryInfo info;
-  info.total_bytes = account.limit;
-  info.free_bytes = account.limit - std::min(account.limit, account.live_bytes);
-  return info;
-}
+// Allocate, Free and GetMemoryInfo: sim_memory.cc.
 
 }  // namespace gpupool

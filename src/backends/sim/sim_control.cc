@@ -1,6 +1,6 @@
-// SimBackend test controls (fault injection, work, capture, attributes,
-// memory limits) and inspection. The Backend primitives are in
-// sim_backend.cc.
+// SimBackend test controls (fault injection, work, attributes, memory
+// limits) and inspection; the capture controls are in sim_capture.cc. The
+// Backend primitives are in sim_backend.cc.
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +95,7 @@ void SimBackend::ResetDevice(int device) {
   d.streams.clear();
   d.events.clear();
   d.allocations.clear();
+  d.capture = sim_internal::CaptureModel();
   for (MemoryAccount& account : d.memory) account.live_bytes = 0;
   d.CompleteAllTickets();
   d.poisoned = false;
@@ -111,6 +112,15 @@ void SimBackend::SubmitWork(NativeStream stream, absl::Duration duration) {
   absl::StatusOr<StreamState*> found =
       state_->FindStream(d, device, stream, "SubmitWork", misuse);
   if (!found.ok() || duration <= absl::ZeroDuration()) return;
+  if ((*found)->capture != CaptureStatus::kNone) {
+    // Captured, not run: a graph node every launch replays (an invalidated
+    // capture records nothing more).
+    auto capture = d.capture.captures.find((*found)->capture_id);
+    if (capture != d.capture.captures.end() && !capture->second.invalidated) {
+      capture->second.work.push_back(sim_internal::CapturedWork{duration, {}});
+    }
+    return;
+  }
   absl::Time now = absl::Now();
   absl::Time deadline = duration == absl::InfiniteDuration()
                             ? absl::InfiniteFuture()
@@ -139,17 +149,7 @@ void SimBackend::CompleteWork(NativeStream stream) {
   d.CompleteTickets(&(*found)->work);
 }
 
-void SimBackend::BeginCapture(NativeStream stream) {
-  int device = state_->DeviceOfHandle(stream, "BeginCapture");
-  if (device < 0) return;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "BeginCapture", misuse);
-  if (!found.ok()) return;
-  (*found)->capture = CaptureStatus::kActive;
-}
+// BeginCapture and the other capture controls: sim_capture.cc.
 
 void SimBackend::SetStreamAttribute(NativeStream stream) {
   int device = state_->DeviceOfHandle(stream, "SetStreamAttribute");

@@ -28,10 +28,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
 #include "gpupool/sim_backend.h"
+#include "src/backends/sim/sim_capture.h"
 #include "src/backends/sim/sim_handles.h"
 
 namespace gpupool {
@@ -42,6 +44,8 @@ struct StreamState {
   // Tickets this stream must complete (its own work and awaited events).
   std::vector<uint64_t> work;
   CaptureStatus capture = CaptureStatus::kNone;
+  // The capture this stream belongs to (origin or joined); 0 when none.
+  uint64_t capture_id = 0;
   bool attributes_dirty = false;
   // Injected by FaultStream; returned by queries and synchronizes.
   absl::Status fault;
@@ -51,6 +55,9 @@ struct EventState {
   EventConfig config;
   // Tickets captured by the last RecordEvent.
   std::vector<uint64_t> work;
+  // The capture the last RecordEvent was recorded into (a "captured event",
+  // which no query or synchronize may touch); 0 when recorded eagerly.
+  uint64_t captured_in = 0;
 };
 
 struct AllocationState {
@@ -96,6 +103,33 @@ struct alignas(64) DeviceState {
       ABSL_GUARDED_BY(mu);
   // Indexed by KindIndex(kind).
   MemoryAccount memory[2] ABSL_GUARDED_BY(mu);
+  // Open captures, graphs and memory claims (sim_capture.h).
+  CaptureModel capture ABSL_GUARDED_BY(mu);
+
+  // --- Capture helpers (sim_capture.cc)
+  // --------------------------------------- Invalidates capture `id` (every
+  // stream of it reports kInvalidated).
+  void InvalidateCapture(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Ends capture `id`: its streams stop capturing; the state is erased.
+  void DropCapture(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A destroyed stream leaves its capture (the whole capture when it is the
+  // origin: HIP ends it silently, CUDA leaves it undefined).
+  void DetachFromCapture(uintptr_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // OK unless `event` is a captured event; then the refusal
+  // (cudaErrorStreamCaptureUnsupported / hipErrorCapturedEvent), after
+  // invalidating the event's capture while it is open.
+  absl::Status RefuseCapturedEvent(const EventState& event,
+                                   absl::string_view op, uintptr_t handle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // StreamWaitEvent's capture rules: a wait on a captured event joins the
+  // waiter `handle` into that capture; waiting on another capture's event
+  // from a capturing stream merges two captures: refused, both invalidated.
+  absl::Status JoinCapture(const EventState& event, uintptr_t handle,
+                           StreamState* waiter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The live allocation containing [ptr, ptr + bytes), as a touched range.
+  bool FindRange(uintptr_t ptr, size_t bytes, TouchedRange* range) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu);
 
   // --- Work tickets ---------------------------------------------------------
   // Adds a ticket completing at `deadline`; returns its id.

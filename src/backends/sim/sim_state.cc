@@ -199,6 +199,10 @@ std::vector<std::string> SimBackend::State::CollectLeaks() const {
                        " bytes of ", MemoryKindName(allocation.kind),
                        " memory on device ", device));
     }
+    for (const auto& [id, graph] : d.capture.graphs) {
+      found.emplace_back(id, absl::StrCat("graph ", id, " on device ", device,
+                                          " (", graph.launches, " launches)"));
+    }
     std::sort(found.begin(), found.end());
     for (auto& entry : found) leaks.push_back(std::move(entry.second));
   }

@@ -2,9 +2,10 @@
 // (devices, injected failures, misuse log) and the helpers every simulated
 // primitive uses to enter a call, find a handle and report misuse.
 //
-// Only sim_*.cc include this. The split: sim_backend.cc holds the Backend
-// primitives, sim_control.cc the test controls (fault injection, work,
-// capture) and inspection, sim_state.cc what both share.
+// Only sim_*.cc include this. The split: sim_backend.cc holds the stream and
+// event primitives, sim_memory.cc the memory ones, sim_capture.cc the capture
+// model (its primitives, controls and graph oracle), sim_control.cc the other
+// test controls and inspection, sim_state.cc what they share.
 //
 // Thread safety: `State` is shared by all callers; per-device data is guarded
 // by each DeviceState's mutex, the rest by the mutexes annotated below or by
@@ -227,6 +228,12 @@ struct SimBackend::State {
   std::atomic<int64_t> misuse_count{0};
   mutable absl::Mutex misuse_mu;
   std::vector<std::string> misuse_messages ABSL_GUARDED_BY(misuse_mu);
+
+  // The graph oracle's findings (kept apart from misuse: tests assert on them
+  // directly, and a deliberate violation must not fail through on_misuse).
+  std::atomic<int64_t> graph_misuse_count{0};
+  mutable absl::Mutex graph_misuse_mu;
+  std::vector<std::string> graph_misuse_log ABSL_GUARDED_BY(graph_misuse_mu);
 };
 
 }  // namespace gpupool
