@@ -1,7 +1,8 @@
-// SimBackend: the simulated runtime's Backend primitives. Test controls and
-// inspection are in sim_control.cc, shared internals in sim_state.h, the
-// per-device state and work model in sim_device.h, handle and address
-// encoding in sim_handles.h.
+// SimBackend: the simulated runtime's Backend primitives for devices, streams
+// and events (memory ones are in sim_memory.cc, capture ones in
+// sim_capture.cc). Test controls and inspection are in sim_control.cc, shared
+// internals in sim_state.h, the per-device state and work model in
+// sim_device.h, handle and address encoding in sim_handles.h.
 //
 // Every primitive follows the same order, so tests can rely on it:
 //   1. count the call (per op, and per device when it names a valid one);

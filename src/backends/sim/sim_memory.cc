@@ -1,6 +1,5 @@
-// SimBackend's memory primitives: Allocate, Free, GetMemoryInfo. Fake
-// address ranges that are never reused (sim_handles.h), per-kind limits
-// (SetMemoryLimit), and misuse detection for bad frees.
+// SimBackend's memory primitives: allocate, free and memory info, in the same
+// order of checks as every primitive (sim_backend.cc says which).
 
 #include <algorithm>
 #include <cstddef>
@@ -18,6 +17,7 @@
 #include "src/backends/sim/sim_state.h"
 
 namespace gpupool {
+namespace {
 
 using sim_internal::AllocationState;
 using sim_internal::CallerError;
@@ -28,6 +28,8 @@ using sim_internal::DeviceState;
 using sim_internal::Hex;
 using sim_internal::KindIndex;
 using sim_internal::MemoryAccount;
+
+}  // namespace
 
 // --- Memory ------------------------------------------------------------------
 
