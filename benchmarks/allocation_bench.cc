@@ -9,6 +9,12 @@
 //                                        on the same stream
 //   allocation/cached_no_stream/<bytes>  the same with no stream (nothing to
 //                                        order against, no event recorded)
+//   allocation/captured/<bytes>          with --backend=sim only (labelled
+//                                        simulated): the cached cycle on a
+//                                        stream under graph capture, routed
+//                                        to a GraphPool by a CaptureScope
+//                                        (a capture query per Allocate, no
+//                                        ready event at release)
 //   allocation/cuda_malloc_async/<bytes> with --backend=cuda in a CUDA build:
 //                                        cudaMallocAsync + cudaFreeAsync on one
 //                                        stream (benchmarks/cuda/)
@@ -23,6 +29,8 @@
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/graph_pool.h"
+#include "gpupool/sim_backend.h"
 
 namespace gpupool::bench {
 
@@ -93,6 +101,47 @@ void CachedAllocateRelease(benchmark::State& state, const BenchEnv& env,
   state.SetItemsProcessed(state.iterations());
 }
 
+// The cached cycle inside a graph capture the cache was told about: every
+// allocation is routed to the pool and reuses the block released on the same
+// capturing stream. SimBackend only (its capture control begins the capture).
+void CapturedAllocateRelease(benchmark::State& state, const BenchEnv& env) {
+  state.SetLabel(env.label.c_str());
+  auto* sim = dynamic_cast<SimBackend*>(env.backend);
+  if (sim == nullptr) {
+    state.SkipWithError("needs SimBackend's capture control");
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  absl::StatusOr<NativeStream> stream = sim->CreateStream(0, {});
+  if (!Check(state, stream.status())) return;
+  {
+    EventPool events(*sim);
+    AllocationCache cache(*sim, events);
+    absl::StatusOr<GraphPool> pool = cache.NewGraphPool(0);
+    if (!Check(state, pool.status())) return;
+    absl::StatusOr<CaptureScope> scope = cache.BeginCaptureScope(*pool, *stream);
+    if (Check(state, scope.status()) &&
+        Check(state, sim->BeginCapture(*stream, SimCaptureMode::kGlobal)) &&
+        Check(state,
+              cache.Allocate(0, bytes, MemoryKind::kDevice, *stream).status())) {
+      const int64_t calls_before = CountedRuntimeCalls(*sim);
+      for (auto _ : state) {
+        absl::StatusOr<PooledAllocation> block =
+            cache.Allocate(0, bytes, MemoryKind::kDevice, *stream);
+        if (!Check(state, block.status())) break;
+        benchmark::DoNotOptimize(block->data());
+        block->Release();
+      }
+      SetCallsPerCycle(state, *sim, calls_before);
+      (void)sim->EndCapture(0, *stream);
+    }
+    state.counters["runtime_allocations"] =
+        static_cast<double>(cache.GetStats().runtime_allocations);
+  }
+  (void)sim->DestroyStream(0, *stream);
+  state.SetItemsProcessed(state.iterations());
+}
+
 void RegisterAllocationBenchmarks(const BenchEnv& env) {
   benchmark::RegisterBenchmark(
       "allocation/raw",
@@ -116,6 +165,15 @@ void RegisterAllocationBenchmarks(const BenchEnv& env) {
       ->RangeMultiplier(4)
       ->Range(kSmallest, kLargest)
       ->UseRealTime();
+  if (env.backend_name == "sim") {
+    benchmark::RegisterBenchmark("allocation/captured",
+                                 [env](benchmark::State& state) {
+                                   CapturedAllocateRelease(state, env);
+                                 })
+        ->RangeMultiplier(4)
+        ->Range(kSmallest, kLargest)
+        ->UseRealTime();
+  }
 #ifdef GPUPOOL_BENCH_HAVE_CUDA
   RegisterCudaMallocAsyncBenchmarks(env);
 #endif

@@ -73,6 +73,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/graph_pool.h"
 #include "gpupool/internal/lease.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
@@ -110,6 +111,13 @@ struct AllocationCacheOptions {
   int pending_checks_per_allocate = 2;
   // Config of the ready events taken from the EventPool.
   EventConfig event_config = {};
+  // Graph captures the cache was not told about (no CaptureScope): when set,
+  // every release asks the backend whether each stream the block was used on
+  // is capturing (Backend::GetCaptureInfo, one call per stream) and keeps a
+  // block released during a capture out of reuse until the cache is
+  // destroyed. Off by default: it doubles the runtime calls of a same-stream
+  // cycle (1 -> 2). While any CaptureScope is open the check is made anyway.
+  bool detect_unregistered_captures = false;
 };
 
 // A snapshot of the cache's counters, per (device, kind), per device, or in
@@ -142,11 +150,18 @@ struct AllocationCacheStats {
                                // device or older device generation
   int64_t blocks_leaked = 0;   // left to the OS: exit, fork, released after
                                // the cache was destroyed, unprovable safety
+  // --- graph capture (gauges) ---
+  int64_t graph_pools = 0;            // GraphPools not yet released
+  int64_t blocks_in_graph_pools = 0;  // held by pools for their graphs, not
+  int64_t bytes_in_graph_pools = 0;   // leased (leased ones are in_use)
+  int64_t blocks_held_for_captures = 0;  // released during a capture the
+  int64_t bytes_held_for_captures = 0;   // cache was not told about
 
   AllocationCacheStats& operator+=(const AllocationCacheStats& other);
   // Fraction of cacheable allocations served from the cache (0 when none).
   double hit_rate() const;
-  // Bytes held from the runtime: in use + cached + retiring + stable.
+  // Bytes held from the runtime: in use + cached + retiring + stable + held
+  // by graph pools and for unregistered captures.
   int64_t bytes_reserved() const;
   // "in_use=2 (1.25 MiB, requested 1.00 MiB) cached=1 (512 B) ..."
   std::string ToString() const;
@@ -271,6 +286,18 @@ class AllocationCache {
   Backend& backend() const;
   const std::shared_ptr<DeviceHealth>& health() const;
   const AllocationCacheOptions& options() const;
+
+  // --- Graph capture (gpupool/graph_pool.h) --------------------------------
+  // A new capture-private pool of `device`. InvalidArgument for a bad device;
+  // FailedPrecondition when poisoned, forked or exiting.
+  absl::StatusOr<GraphPool> NewGraphPool(int device);
+  // Registers `pool` for the capture that will be begun on `origin` (or is
+  // already under way there). One runtime call (Backend::GetCaptureInfo).
+  // InvalidArgument for a null origin or an empty pool; FailedPrecondition
+  // when the pool is released or already has a scope open; Unimplemented on
+  // a backend without capture ids.
+  absl::StatusOr<CaptureScope> BeginCaptureScope(const GraphPool& pool,
+                                                 NativeStream origin);
 
   // The size a cacheable request of `bytes` (>= 1) occupies: its size class.
   static size_t RoundedSize(size_t bytes);

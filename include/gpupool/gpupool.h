@@ -15,6 +15,7 @@
 #include "gpupool/cuda_backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/graph_pool.h"
 #include "gpupool/hip_backend.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"

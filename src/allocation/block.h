@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/container/inlined_vector.h"
 #include "gpupool/backend.h"
@@ -17,6 +18,7 @@
 namespace gpupool::internal {
 
 struct AllocationBlock;
+struct GraphPoolState;
 
 // What became of a block whose safety had to be proven with the runtime.
 enum class BlockState {
@@ -41,6 +43,9 @@ struct AllocationBlock {
   int device = -1;
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t generation = 0;  // DeviceHealth generation it was allocated in
+  // The capture-private pool that owns the block (graph_pool.h); null for the
+  // general cache. Set while the pool holds it, leased or free.
+  std::shared_ptr<GraphPoolState> graph_pool;
 
   // --- While leased ---
   size_t requested = 0;

@@ -146,6 +146,18 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   }
   AllocationShard& shard = Shard(device, kind);
   const LeaseRequest request{bytes, stream, where};
+  // 0. A capture routed to a graph pool (graph_pool.cc). With no capture
+  //    scope open this is one relaxed load and no runtime call.
+  if (ABSL_PREDICT_FALSE(graph_pools_.AnyRouteOpen()) && stream != nullptr &&
+      kind == MemoryKind::kDevice) {
+    absl::StatusOr<CaptureInfo> info = backend_.GetCaptureInfo(device, stream);
+    if (info.ok()) {
+      if (std::shared_ptr<GraphPoolState> pool =
+              MatchRoute(device, stream, *info)) {
+        return AllocateInGraphPool(std::move(pool), shard, request);
+      }
+    }
+  }
   if (bytes > options_.max_cached_block_bytes) {
     return AllocateUncached(shard, request);
   }
@@ -267,12 +279,21 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   if (Forked()) return;
   AllocationShard& shard = Shard(block->device, block->kind);
   const int device = block->device;
+  if (block->graph_pool != nullptr) {
+    ReturnToGraphPool(shard, block);
+    return;
+  }
 
   BlockState state = BlockState::kIdle;
   if (closed_.load(std::memory_order_acquire) || ProcessIsExiting()) {
     state = BlockState::kLeak;
   } else if (poisoned(device) || block->generation != generation(device)) {
     state = BlockState::kDrop;
+  } else if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
+                                graph_pools_.AnyRouteOpen()) &&
+             HoldIfCapturing(shard, block)) {
+    // Used on a capturing stream: a graph may replay it (graph_pool.cc).
+    return;
   } else {
     state = fence_.RecordReadyEvents(block);
   }

@@ -7,6 +7,7 @@
 //   oom_chain.cc     runtime allocation and the OOM chain
 //   freeing.cc       freeing and retiring: Trim, drain, close
 //   stable.cc        stable buffers (AcquireStable)
+//   graph_pool.*     capture-private pools (GraphPool, CaptureScope)
 //   cache_report.cc  stats, outstanding leases, DebugString
 //   shard.*          the sealed per-(device, kind) bookkeeping
 //
@@ -33,6 +34,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/internal/lease.h"
 #include "src/allocation/block.h"
+#include "src/allocation/graph_pool.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/stream_fence.h"
 #include "src/kernel/cache_line_allocator.h"
@@ -124,6 +126,15 @@ class AllocationCacheCore
   // right after makes every later release leak.
   void DrainForExit();
 
+  // --- graph_pool.cc ---
+  absl::StatusOr<std::shared_ptr<GraphPoolState>> NewGraphPool(int device);
+  // A route for the capture on `origin` (one GetCaptureInfo call); its id.
+  absl::StatusOr<uint64_t> OpenCaptureRoute(
+      std::shared_ptr<GraphPoolState> pool, NativeStream origin);
+  void CloseCaptureRoute(uint64_t route_id);
+  absl::Status ReleaseGraphPool(GraphPoolState& pool,
+                                const std::vector<NativeStream>& streams);
+
   // --- cache_report.cc ---
   AllocationCacheStats GetStats() const;
   AllocationCacheStats GetStats(int device) const;
@@ -174,6 +185,30 @@ class AllocationCacheCore
   AllocationBlock* TakeFromCandidates(AllocationShard& shard,
                                       const BlockVector& candidates,
                                       const LeaseRequest& request);
+
+  // --- graph_pool.cc ---
+  // The pool whose open route matches the capture `info` of `stream` (by
+  // capture id; an invalidated capture by its origin stream), or null.
+  // Learns route capture ids on the way: runtime calls, no lock held.
+  std::shared_ptr<GraphPoolState> MatchRoute(int device, NativeStream stream,
+                                             const CaptureInfo& info);
+  // Allocate for a stream whose capture is routed to `pool`.
+  absl::StatusOr<PooledAllocation> AllocateInGraphPool(
+      std::shared_ptr<GraphPoolState> pool, AllocationShard& shard,
+      const LeaseRequest& request);
+  // Return of a pool block: to the pool's free list, or (pool released) to
+  // the general cache fenced by the replay streams.
+  void ReturnToGraphPool(AllocationShard& shard, AllocationBlock* block);
+  // A released block used on a capturing stream: adopted by the pool routed
+  // to that capture, else held. False when no stream of it captures.
+  bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
+  void GiveBackToCache(AllocationShard& shard, AllocationBlock* block,
+                       const std::vector<NativeStream>& streams);
+  // Frees (or, without the runtime, leaks) the blocks pools hold free and the
+  // held ones.
+  void FreeGraphPoolBlocks(bool call_runtime);
+  void AddGraphStats(int device, AllocationCacheStats* stats) const;
+  std::string GraphPoolsDebugString() const;
 
   // --- oom_chain.cc ---
   // Backend::Allocate with the OOM chain: on kOutOfMemory, free the cached
@@ -230,6 +265,7 @@ class AllocationCacheCore
   // shards_; made by MakeLeaseAnchors, dropped by DropLeaseAnchors; fixed in
   // between.
   std::vector<AllocationLeaseOwner*> lease_anchors_;
+  GraphPoolRegistry graph_pools_;
   std::atomic<bool> closed_{false};
 };
 

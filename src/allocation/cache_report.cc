@@ -26,6 +26,7 @@ AllocationCacheStats AllocationCacheCore::GetStats() const {
   AllocationCacheStats total;
   if (Forked()) return total;
   for (const auto& shard : shards_) total += shard->Stats();
+  AddGraphStats(/*device=*/-1, &total);
   return total;
 }
 
@@ -34,13 +35,16 @@ AllocationCacheStats AllocationCacheCore::GetStats(int device) const {
   if (Forked() || !lifetime_.InRange(device)) return total;
   total += Shard(device, MemoryKind::kDevice).Stats();
   total += Shard(device, MemoryKind::kPinnedHost).Stats();
+  AddGraphStats(device, &total);
   return total;
 }
 
 AllocationCacheStats AllocationCacheCore::GetStats(int device,
                                                    MemoryKind kind) const {
   if (Forked() || !lifetime_.InRange(device) || !IsKnownKind(kind)) return {};
-  return Shard(device, kind).Stats();
+  AllocationCacheStats stats = Shard(device, kind).Stats();
+  if (kind == MemoryKind::kDevice) AddGraphStats(device, &stats);
+  return stats;
 }
 
 std::vector<OutstandingLease> AllocationCacheCore::GetOutstandingLeases()
@@ -75,6 +79,7 @@ std::string AllocationCacheCore::DebugString() const {
         &out, "\n  dev", shard->device(), " ", MemoryKindName(shard->kind()),
         poisoned(shard->device()) ? " POISONED" : "", ": ", stats.ToString());
   }
+  absl::StrAppend(&out, GraphPoolsDebugString());
   return out;
 }
 

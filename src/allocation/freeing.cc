@@ -42,6 +42,9 @@ absl::Status AllocationCacheCore::TrimAll() {
 
 void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
   if (close) closed_.store(true, std::memory_order_release);
+  // Graph pools' blocks too: the cache (or the process) ends, and with it
+  // any graph the user could still replay from them.
+  FreeGraphPoolBlocks(call_runtime);
   for (const auto& shard_ptr : shards_) {
     AllocationShard& shard = *shard_ptr;
     BlockVector blocks;

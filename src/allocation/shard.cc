@@ -123,6 +123,21 @@ void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
 }
 
+// --- Graph pools ---------------------------------------------------------------
+
+void AllocationShard::LeaseFromGraphPool(AllocationBlock* block,
+                                         const LeaseRequest& request,
+                                         bool hit) {
+  MutexLock lock(&mu_);
+  if (hit) ++stats_.hits;
+  LeaseLocked(block, request);
+}
+
+void AllocationShard::TakeBackToGraphPool(AllocationBlock* block) {
+  MutexLock lock(&mu_);
+  RemoveInUseLocked(block);
+}
+
 // --- Release -----------------------------------------------------------------
 
 AllocationShard::TakenBack AllocationShard::TakeBack(AllocationBlock* block,

@@ -111,6 +111,15 @@ class alignas(kCacheLine) AllocationShard {
   void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
                 Tally tally);
 
+  // --- Graph pools (graph_pool.h) -------------------------------------------
+  // Leases a block a graph pool holds (a hit when `hit`; else the pool hands
+  // it back to the general cache, which releases it at once).
+  void LeaseFromGraphPool(AllocationBlock* block, const LeaseRequest& request,
+                          bool hit);
+  // Takes back a leased block into a graph pool (or the held list): it
+  // leaves the in-use gauges and stays in the shard's care.
+  void TakeBackToGraphPool(AllocationBlock* block);
+
   // --- Release --------------------------------------------------------------
   struct TakenBack {
     AllocationBlock* to_free = nullptr;    // idle and not cached: free it

@@ -49,6 +49,11 @@ AllocationCacheStats& AllocationCacheStats::operator+=(
   stable_reallocations += other.stable_reallocations;
   blocks_dropped += other.blocks_dropped;
   blocks_leaked += other.blocks_leaked;
+  graph_pools += other.graph_pools;
+  blocks_in_graph_pools += other.blocks_in_graph_pools;
+  bytes_in_graph_pools += other.bytes_in_graph_pools;
+  blocks_held_for_captures += other.blocks_held_for_captures;
+  bytes_held_for_captures += other.bytes_held_for_captures;
   return *this;
 }
 
@@ -60,7 +65,8 @@ double AllocationCacheStats::hit_rate() const {
 }
 
 int64_t AllocationCacheStats::bytes_reserved() const {
-  return bytes_in_use + bytes_cached + bytes_retiring + bytes_stable;
+  return bytes_in_use + bytes_cached + bytes_retiring + bytes_stable +
+         bytes_in_graph_pools + bytes_held_for_captures;
 }
 
 std::string AllocationCacheStats::ToString() const {
@@ -91,6 +97,15 @@ std::string AllocationCacheStats::ToString() const {
   }
   if (blocks_dropped != 0) absl::StrAppend(&out, " dropped=", blocks_dropped);
   if (blocks_leaked != 0) absl::StrAppend(&out, " leaked=", blocks_leaked);
+  if (graph_pools != 0 || blocks_in_graph_pools != 0) {
+    absl::StrAppend(&out, " graph_pools=", graph_pools, " (",
+                    blocks_in_graph_pools, " blocks, ",
+                    HumanBytes(bytes_in_graph_pools), ")");
+  }
+  if (blocks_held_for_captures != 0) {
+    absl::StrAppend(&out, " held_for_captures=", blocks_held_for_captures,
+                    " (", HumanBytes(bytes_held_for_captures), ")");
+  }
   return out;
 }
 

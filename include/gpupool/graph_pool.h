@@ -1,0 +1,118 @@
+// gpupool/graph_pool.h — capture-private memory pools of the allocation cache.
+//
+// A block that work captured into a CUDA or HIP graph touches is the graph's
+// until the graph is gone: every replay writes it. GraphPool gives such
+// blocks a home (after PyTorch's graph pools): open a CaptureScope on the
+// pool *before* beginning the capture and end it *after* ending the capture;
+// every Allocate in between whose stream belongs to that capture (decided by
+// the stream's capture id, so side streams joined into the capture count and
+// the thread does not matter) is served from the pool.
+//
+//   * A block released during the capture is reused only by a later
+//     allocation of a capture into the same pool on the stream it was
+//     released on (stream order makes that safe: the graph replays the same
+//     order).
+//   * After the capture the pool keeps its blocks, leased or not, away from
+//     everyone else: Trim and the out-of-memory chain never free them.
+//   * Graphs captured one after another may share a pool (open a new scope on
+//     it) as long as they never run concurrently.
+//   * Release(replay_streams) gives the blocks back to the general cache once
+//     the work enqueued so far on `replay_streams` (the graphs' last replays)
+//     completes — ready events recorded there fence them as for any release.
+//     Destroying the handle releases with no streams: the caller asserts that
+//     no replay is still running.
+//   * A poisoned device drops the pool's blocks without runtime calls.
+//
+// Thread safety: GraphPool and CaptureScope are move-only handles used by one
+// thread at a time; the cache they come from is thread-safe.
+//
+// Example (one graph, replayed on `stream`):
+//
+//   absl::StatusOr<gpupool::GraphPool> pool = cache.NewGraphPool(0);
+//   {
+//     absl::StatusOr<gpupool::CaptureScope> scope =
+//         cache.BeginCaptureScope(*pool, stream);
+//     cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
+//     auto scratch = cache.Allocate(0, bytes, gpupool::MemoryKind::kDevice,
+//                                   stream);   // from the pool
+//     ...
+//     cudaStreamEndCapture(stream, &graph);
+//   }  // the scope ends after the capture
+//   ... replay the graph ...
+//   pool->Release({stream});  // when the graph is destroyed
+
+#ifndef GPUPOOL_GRAPH_POOL_H_
+#define GPUPOOL_GRAPH_POOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gpupool/backend.h"
+
+namespace gpupool {
+
+namespace internal {
+class AllocationCacheCore;
+struct GraphPoolState;
+}  // namespace internal
+
+class AllocationCache;
+
+// A capture-private pool of one device (device memory). Move-only.
+class GraphPool {
+ public:
+  GraphPool() = default;
+  GraphPool(GraphPool&& other) noexcept = default;
+  GraphPool& operator=(GraphPool&& other) noexcept;
+  // Releases the pool (Release with no streams) if not released yet.
+  ~GraphPool();
+
+  // Process-unique id (for stats and DebugString); 0 for an empty handle.
+  uint64_t id() const;
+  int device() const;
+  explicit operator bool() const { return state_ != nullptr; }
+
+  // Gives every block the pool holds back to the general cache, fenced by a
+  // ready event on each of `replay_streams` (none: reusable at once); blocks
+  // still leased follow when their lease is released. FailedPrecondition
+  // while a CaptureScope is open on the pool or after an earlier Release.
+  absl::Status Release(const std::vector<NativeStream>& replay_streams = {});
+
+ private:
+  friend class AllocationCache;
+  GraphPool(std::shared_ptr<internal::AllocationCacheCore> core,
+            std::shared_ptr<internal::GraphPoolState> state);
+
+  std::shared_ptr<internal::AllocationCacheCore> core_;
+  std::shared_ptr<internal::GraphPoolState> state_;
+};
+
+// Routes the allocations of one capture to a GraphPool while it lives.
+// Move-only; End() (or destruction) unregisters it.
+class CaptureScope {
+ public:
+  CaptureScope() = default;
+  CaptureScope(CaptureScope&& other) noexcept;
+  CaptureScope& operator=(CaptureScope&& other) noexcept;
+  ~CaptureScope();
+
+  // Stops routing. Call after the capture ended (EndCapture), never before:
+  // a release racing the end must still see the scope.
+  void End();
+  explicit operator bool() const { return route_id_ != 0; }
+
+ private:
+  friend class AllocationCache;
+  CaptureScope(std::shared_ptr<internal::AllocationCacheCore> core,
+               uint64_t route_id)
+      : core_(std::move(core)), route_id_(route_id) {}
+
+  std::shared_ptr<internal::AllocationCacheCore> core_;
+  uint64_t route_id_ = 0;
+};
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_GRAPH_POOL_H_

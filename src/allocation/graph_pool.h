@@ -1,0 +1,97 @@
+// Capture-private pools of the allocation cache (gpupool/graph_pool.h): the
+// state of one pool, the capture routes (CaptureScopes) that send a capture's
+// allocations to it, and the blocks held for captures the cache was not told
+// about. The policy lives in graph_pool.cc (AllocationCacheCore methods).
+//
+// Thread safety: each pool's block lists under its own mutex; the routes and
+// the registry of pools under the registry's mutex; `open_routes` is read
+// without a lock on the hot path (Allocate skips every capture query while
+// it is 0). No runtime call is made under either lock.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_GRAPH_POOL_H_
+#define GPUPOOL_SRC_ALLOCATION_GRAPH_POOL_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "gpupool/backend.h"
+#include "src/allocation/block.h"
+#include "src/kernel/mutex.h"
+
+namespace gpupool::internal {
+
+struct GraphPoolState {
+  GraphPoolState(uint64_t pool_id, int pool_device)
+      : id(pool_id), device(pool_device) {}
+
+  const uint64_t id;
+  const int device;
+
+  Mutex mu;
+  // Blocks the pool holds that no lease holds, reusable by a capture into
+  // the pool on their `release_stream`.
+  std::vector<AllocationBlock*> free ABSL_GUARDED_BY(mu);
+  // Every block of the pool, leased or free (for stats).
+  int64_t blocks ABSL_GUARDED_BY(mu) = 0;
+  int64_t bytes ABSL_GUARDED_BY(mu) = 0;
+  // Captures routed here whose id was seen (the graphs made from the pool).
+  int64_t captures ABSL_GUARDED_BY(mu) = 0;
+  bool scope_open ABSL_GUARDED_BY(mu) = false;
+  bool released ABSL_GUARDED_BY(mu) = false;
+  // Release's fence: later returns of leased blocks record on these too.
+  std::vector<NativeStream> replay_streams ABSL_GUARDED_BY(mu);
+};
+
+// One open CaptureScope.
+struct CaptureRoute {
+  uint64_t route_id = 0;
+  int device = -1;
+  NativeStream origin = nullptr;
+  // The capture's id, learned from the origin once its capture is active;
+  // 0 until then.
+  uint64_t capture_id = 0;
+  std::shared_ptr<GraphPoolState> pool;
+};
+
+class GraphPoolRegistry {
+ public:
+  // Allocate's fast test: no scope open, no capture query.
+  bool AnyRouteOpen() const {
+    return open_routes_.load(std::memory_order_acquire) > 0;
+  }
+
+  std::shared_ptr<GraphPoolState> NewPool(int device);
+  // FailedPrecondition when released or already scoped; else the route id.
+  absl::StatusOr<uint64_t> OpenRoute(std::shared_ptr<GraphPoolState> pool,
+                                     NativeStream origin, uint64_t capture_id);
+  void CloseRoute(uint64_t route_id);
+  // Routes of `device` (copies), for matching outside the lock.
+  std::vector<CaptureRoute> Routes(int device) const;
+  // Records a capture id learned for `route_id`.
+  void LearnCaptureId(uint64_t route_id, uint64_t capture_id);
+  // Live pools (weak: a pool dies with its handle and its last block).
+  std::vector<std::shared_ptr<GraphPoolState>> Pools() const;
+
+  // Blocks released while a stream they were used on captured, with no
+  // scope for it: out of reuse until the cache frees everything.
+  void Hold(AllocationBlock* block);
+  std::vector<AllocationBlock*> TakeHeld();
+  void HeldStats(int device, int64_t* blocks, int64_t* bytes) const;
+
+ private:
+  mutable Mutex mu_;
+  std::atomic<int> open_routes_{0};
+  uint64_t next_route_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<CaptureRoute> routes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<GraphPoolState>> pools_ ABSL_GUARDED_BY(mu_);
+  std::vector<AllocationBlock*> held_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_GRAPH_POOL_H_

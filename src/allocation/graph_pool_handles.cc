@@ -1,0 +1,101 @@
+// The public handles of capture-private pools (gpupool/graph_pool.h) and the
+// AllocationCache methods that make them; the policy is in graph_pool.cc.
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/graph_pool.h"
+#include "src/allocation/cache_core.h"
+#include "src/allocation/graph_pool.h"
+
+namespace gpupool {
+
+GraphPool::GraphPool(std::shared_ptr<internal::AllocationCacheCore> core,
+                     std::shared_ptr<internal::GraphPoolState> state)
+    : core_(std::move(core)), state_(std::move(state)) {}
+
+GraphPool& GraphPool::operator=(GraphPool&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) Release().IgnoreError();
+    core_ = std::move(other.core_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+GraphPool::~GraphPool() {
+  if (state_ == nullptr) return;
+  bool released = false;
+  {
+    internal::MutexLock lock(&state_->mu);
+    released = state_->released;
+  }
+  if (!released) Release().IgnoreError();
+}
+
+uint64_t GraphPool::id() const { return state_ == nullptr ? 0 : state_->id; }
+
+int GraphPool::device() const {
+  return state_ == nullptr ? -1 : state_->device;
+}
+
+absl::Status GraphPool::Release(const std::vector<NativeStream>& streams) {
+  if (state_ == nullptr) {
+    return absl::FailedPreconditionError("GraphPool::Release: empty handle");
+  }
+  return core_->ReleaseGraphPool(*state_, streams);
+}
+
+CaptureScope::CaptureScope(CaptureScope&& other) noexcept
+    : core_(std::move(other.core_)),
+      route_id_(std::exchange(other.route_id_, 0)) {}
+
+CaptureScope& CaptureScope::operator=(CaptureScope&& other) noexcept {
+  if (this != &other) {
+    End();
+    core_ = std::move(other.core_);
+    route_id_ = std::exchange(other.route_id_, 0);
+  }
+  return *this;
+}
+
+CaptureScope::~CaptureScope() { End(); }
+
+void CaptureScope::End() {
+  if (route_id_ == 0) return;
+  core_->CloseCaptureRoute(std::exchange(route_id_, 0));
+  core_.reset();
+}
+
+absl::StatusOr<GraphPool> AllocationCache::NewGraphPool(int device) {
+  absl::StatusOr<std::shared_ptr<internal::GraphPoolState>> state =
+      core_->NewGraphPool(device);
+  if (!state.ok()) return state.status();
+  return GraphPool(core_, *std::move(state));
+}
+
+absl::StatusOr<CaptureScope> AllocationCache::BeginCaptureScope(
+    const GraphPool& pool, NativeStream origin) {
+  if (!pool) {
+    return absl::InvalidArgumentError(
+        "AllocationCache::BeginCaptureScope: empty GraphPool");
+  }
+  if (pool.core_ != core_) {
+    return absl::InvalidArgumentError(
+        "AllocationCache::BeginCaptureScope: the GraphPool belongs to "
+        "another cache");
+  }
+  if (origin == nullptr) {
+    return absl::InvalidArgumentError(
+        "AllocationCache::BeginCaptureScope: the null stream cannot capture");
+  }
+  absl::StatusOr<uint64_t> route = core_->OpenCaptureRoute(pool.state_, origin);
+  if (!route.ok()) return route.status();
+  return CaptureScope(core_, *route);
+}
+
+}  // namespace gpupool

@@ -1,0 +1,447 @@
+// Capture-private pools of the AllocationCache, checked against SimBackend's
+// graph oracle: a replay must never write a block that was freed or that the
+// cache leased to someone else. Every scenario ends with 0 oracle misuses.
+//
+// Conventions: the test plays the user. Memory a test leases eagerly is
+// claimed for `kEager` while it holds it (SimBackend::ClaimMemory); a graph
+// captured into a pool is owned by the pool's id, so its own blocks may be
+// claimed by nobody else.
+
+#include <cstdint>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/graph_pool.h"
+#include "gpupool/sim_backend.h"
+#include "gtest/gtest.h"
+#include "tests/allocation/sim_fixture.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::IsOk;
+using ::gpupool::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kEager = 1;
+
+class GraphPoolTest : public AllocationCacheSimTest {
+ protected:
+  // An eager lease on `stream`, claimed for kEager while held.
+  struct EagerLease {
+    SimBackend* sim;
+    PooledAllocation lease;
+    ~EagerLease() {
+      if (lease) sim->ReleaseClaim(lease.data());
+    }
+  };
+  EagerLease Eager(AllocationCache& cache, NativeStream stream, size_t bytes,
+                   int device = 0) {
+    absl::StatusOr<PooledAllocation> lease =
+        cache.Allocate(device, bytes, MemoryKind::kDevice, stream);
+    EXPECT_THAT(lease, IsOk());
+    sim_.ClaimMemory(lease->data(), bytes, kEager);
+    sim_.TouchMemory(stream, lease->data(), bytes);
+    return EagerLease{&sim_, *std::move(lease)};
+  }
+  // Allocates `bytes` on a capturing `stream` and records a kernel writing it.
+  void* CapturedUse(AllocationCache& cache, NativeStream stream, size_t bytes,
+                    int device = 0) {
+    absl::StatusOr<PooledAllocation> lease =
+        cache.Allocate(device, bytes, MemoryKind::kDevice, stream);
+    EXPECT_THAT(lease, IsOk());
+    sim_.TouchMemory(stream, lease->data(), bytes);
+    return lease->data();  // released here, during the capture
+  }
+  SimGraph EndAndInstantiate(NativeStream stream) {
+    absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(stream);
+    EXPECT_THAT(graph, IsOk());
+    EXPECT_THAT(sim_.InstantiateGraph(*graph), IsOk());
+    return *graph;
+  }
+};
+
+// The report's sequence, registered: the block released during the capture
+// is reused inside it on the same stream, and never handed to s2.
+TEST_F(GraphPoolTest, ABlockReleasedDuringACaptureIsNotHandedToAnotherStream) {
+  auto cache = NewCache();
+  NativeStream s1 = NewStream();
+  NativeStream s2 = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  void* a = nullptr;
+  SimGraph graph;
+  {
+    absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, s1);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(s1, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    a = CapturedUse(*cache, s1, kMiB);
+    // Reused inside the same capture, in stream order.
+    EXPECT_EQ(CapturedUse(*cache, s1, kMiB), a);
+    graph = EndAndInstantiate(s1);
+  }
+  {
+    EagerLease b = Eager(*cache, s2, kMiB);
+    EXPECT_NE(b.lease.data(), a);
+    ASSERT_THAT(sim_.LaunchGraph(graph, s1), IsOk());
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0) << sim_.graph_misuse_log().front();
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.graph_pools, 1);
+  EXPECT_EQ(stats.blocks_in_graph_pools, 1);
+  EXPECT_EQ(stats.bytes_in_graph_pools, static_cast<int64_t>(kMiB));
+  EXPECT_THAT(cache->DebugString(),
+              HasSubstr(absl::StrCat("graph pool ", pool->id(), " dev0: 1 ")));
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  EXPECT_THAT(pool->Release({s1}), IsOk());
+  EXPECT_EQ(cache->GetStats(0).graph_pools, 0);
+}
+
+// The same sequence with no scope: detect_unregistered_captures keeps the
+// block out of reuse without touching the capture.
+TEST_F(GraphPoolTest, AnUnregisteredCaptureIsDetectedWhenAskedFor) {
+  AllocationCacheOptions options;
+  options.detect_unregistered_captures = true;
+  auto cache = NewCache(options);
+  NativeStream s1 = NewStream();
+  NativeStream s2 = NewStream();
+  sim_.BeginCapture(s1);
+  void* a = CapturedUse(*cache, s1, kMiB);
+  EXPECT_EQ(cache->GetStats(0).blocks_held_for_captures, 1);
+  {
+    EagerLease b = Eager(*cache, s2, kMiB);
+    EXPECT_NE(b.lease.data(), a);
+  }
+  // The release recorded nothing into the capture and queried nothing of it.
+  EXPECT_EQ(*sim_.GetCaptureStatus(0, s1), CaptureStatus::kActive);
+  SimGraph graph = EndAndInstantiate(s1);
+  {
+    EagerLease c = Eager(*cache, s2, kMiB);
+    ASSERT_THAT(sim_.LaunchGraph(graph, s1), IsOk());
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  // Held until the cache goes: Trim leaves it alone.
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(cache->GetStats(0).bytes_held_for_captures,
+            static_cast<int64_t>(kMiB));
+}
+
+TEST_F(GraphPoolTest, AHundredReplaysBesideEagerWorkOnOtherStreams) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream eager = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  std::set<void*> graph_blocks;
+  SimGraph graph;
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    absl::StatusOr<PooledAllocation> kept =
+        cache->Allocate(0, 64 * kKiB, MemoryKind::kDevice, capture);
+    ASSERT_THAT(kept, IsOk());
+    sim_.TouchMemory(capture, kept->data(), 64 * kKiB);
+    graph_blocks.insert(kept->data());
+    graph_blocks.insert(CapturedUse(*cache, capture, kMiB));
+    graph_blocks.insert(CapturedUse(*cache, capture, 4 * kKiB));
+    sim_.SubmitWork(capture, absl::Milliseconds(1));
+    graph = EndAndInstantiate(capture);
+    // `kept` (the graph's output) stays leased past the capture.
+    kept->Release();
+  }
+  for (int replay = 0; replay < 100; ++replay) {
+    ASSERT_THAT(sim_.LaunchGraph(graph, capture), IsOk());
+    EagerLease x = Eager(*cache, eager, kMiB);
+    EagerLease y = Eager(*cache, eager, 4 * kKiB);
+    EagerLease z = Eager(*cache, eager, 64 * kKiB);
+    EXPECT_EQ(graph_blocks.count(x.lease.data()), 0u);
+    EXPECT_EQ(graph_blocks.count(y.lease.data()), 0u);
+    EXPECT_EQ(graph_blocks.count(z.lease.data()), 0u);
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 3);
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  ASSERT_THAT(pool->Release({capture}), IsOk());
+}
+
+TEST_F(GraphPoolTest, TwoGraphsShareAPoolUntilItIsReleased) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream eager = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  SimGraph first;
+  SimGraph second;
+  void* shared = nullptr;
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    shared = CapturedUse(*cache, capture, kMiB);
+    first = EndAndInstantiate(capture);
+  }
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    // The second graph reuses the first one's block (they never overlap).
+    EXPECT_EQ(CapturedUse(*cache, capture, kMiB), shared);
+    second = EndAndInstantiate(capture);
+  }
+  // Destroying one graph frees nothing the other still replays.
+  ASSERT_THAT(sim_.DestroyGraph(first), IsOk());
+  {
+    EagerLease other = Eager(*cache, eager, kMiB);
+    EXPECT_NE(other.lease.data(), shared);
+    ASSERT_THAT(sim_.LaunchGraph(second, capture), IsOk());
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  ASSERT_THAT(sim_.DestroyGraph(second), IsOk());
+  ASSERT_THAT(pool->Release({capture}), IsOk());
+}
+
+TEST_F(GraphPoolTest, AReleasedPoolIsReusedOnlyAfterTheLastReplayCompletes) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream eager = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  void* block = nullptr;
+  SimGraph graph;
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    block = CapturedUse(*cache, capture, kMiB);
+    sim_.SubmitWork(capture, absl::InfiniteDuration());
+    graph = EndAndInstantiate(capture);
+  }
+  ASSERT_THAT(sim_.LaunchGraph(graph, capture), IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());  // the launch still runs
+  ASSERT_THAT(pool->Release({capture}), IsOk());
+  EXPECT_THAT(pool->Release({capture}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  {
+    EagerLease early = Eager(*cache, eager, kMiB);
+    EXPECT_NE(early.lease.data(), block);
+  }
+  sim_.CompleteWork(capture);
+  {
+    // The replay is over: the block is the general cache's again.
+    EagerLease later = Eager(*cache, eager, kMiB);
+    EagerLease other = Eager(*cache, eager, kMiB);
+    EXPECT_TRUE(later.lease.data() == block || other.lease.data() == block);
+  }
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 0);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
+TEST_F(GraphPoolTest, AnInvalidatedCaptureLeaksNothing) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  {
+    absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+    ASSERT_THAT(pool, IsOk());
+    {
+      absl::StatusOr<CaptureScope> scope =
+          cache->BeginCaptureScope(*pool, capture);
+      ASSERT_THAT(scope, IsOk());
+      ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal), IsOk());
+      CapturedUse(*cache, capture, kMiB);
+      EXPECT_THAT(sim_.QueryStream(0, capture),
+                  StatusIs(absl::StatusCode::kFailedPrecondition));
+      CapturedUse(*cache, capture, 2 * kMiB);
+      EXPECT_THAT(sim_.EndCaptureToGraph(capture),
+                  StatusIs(absl::StatusCode::kFailedPrecondition));
+    }
+    EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 2);
+  }  // dropping the handle releases the pool
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 0);
+  EXPECT_EQ(cache->GetStats(0).graph_pools, 0);
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(sim_.live_allocations(0), 0);
+}
+
+TEST_F(GraphPoolTest, CapturesOnTwoDevicesUseTheirOwnPools) {
+  auto cache = NewCache();
+  NativeStream s0 = NewStream(0);
+  NativeStream s1 = NewStream(1);
+  absl::StatusOr<GraphPool> pool0 = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool1 = cache->NewGraphPool(1);
+  ASSERT_THAT(pool0, IsOk());
+  ASSERT_THAT(pool1, IsOk());
+  absl::StatusOr<CaptureScope> scope0 = cache->BeginCaptureScope(*pool0, s0);
+  absl::StatusOr<CaptureScope> scope1 = cache->BeginCaptureScope(*pool1, s1);
+  ASSERT_THAT(scope0, IsOk());
+  ASSERT_THAT(scope1, IsOk());
+  ASSERT_THAT(sim_.BeginCapture(s0, SimCaptureMode::kGlobal, pool0->id()),
+              IsOk());
+  ASSERT_THAT(sim_.BeginCapture(s1, SimCaptureMode::kGlobal, pool1->id()),
+              IsOk());
+  void* a = CapturedUse(*cache, s0, kMiB, 0);
+  void* b = CapturedUse(*cache, s1, kMiB, 1);
+  SimGraph g0 = EndAndInstantiate(s0);
+  SimGraph g1 = EndAndInstantiate(s1);
+  scope0->End();
+  scope1->End();
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 1);
+  EXPECT_EQ(cache->GetStats(1).blocks_in_graph_pools, 1);
+  {
+    EagerLease e0 = Eager(*cache, s0, kMiB, 0);
+    EagerLease e1 = Eager(*cache, s1, kMiB, 1);
+    EXPECT_NE(e0.lease.data(), a);
+    EXPECT_NE(e1.lease.data(), b);
+    ASSERT_THAT(sim_.LaunchGraph(g0, s0), IsOk());
+    ASSERT_THAT(sim_.LaunchGraph(g1, s1), IsOk());
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  ASSERT_THAT(sim_.DestroyGraph(g0), IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(g1), IsOk());
+}
+
+// A thread-local capture on one thread while another allocates eagerly on
+// another stream of the same device: routing is by capture id, not thread.
+TEST_F(GraphPoolTest, AThreadLocalCaptureBesideAnEagerThread) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream eager = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  std::set<void*> graph_blocks;
+  std::vector<void*> eager_blocks;
+  SimGraph graph;
+  std::thread eager_thread([&] {
+    for (int i = 0; i < 200; ++i) {
+      EagerLease lease = Eager(*cache, eager, (1 + i % 4) * 64 * kKiB);
+      eager_blocks.push_back(lease.lease.data());
+    }
+  });
+  std::thread capture_thread([&] {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(
+        sim_.BeginCapture(capture, SimCaptureMode::kThreadLocal, pool->id()),
+        IsOk());
+    for (int i = 0; i < 50; ++i) {
+      graph_blocks.insert(
+          CapturedUse(*cache, capture, (1 + i % 4) * 64 * kKiB));
+    }
+    graph = EndAndInstantiate(capture);
+  });
+  eager_thread.join();
+  capture_thread.join();
+  // One block per size class: each released block was reused in order.
+  EXPECT_EQ(graph_blocks.size(), 4u);
+  for (void* block : eager_blocks) EXPECT_EQ(graph_blocks.count(block), 0u);
+  {
+    EagerLease after = Eager(*cache, eager, 64 * kKiB);
+    ASSERT_THAT(sim_.LaunchGraph(graph, capture), IsOk());
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+}
+
+TEST_F(GraphPoolTest, TrimAndTheOutOfMemoryChainNeverFreeAGraphsBlocks) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream eager = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  SimGraph graph;
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    CapturedUse(*cache, capture, 4 * kMiB);
+    graph = EndAndInstantiate(capture);
+  }
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(sim_.live_allocations(0), 1);
+  // Room for nothing more: the OOM chain may not take the graph's block.
+  sim_.SetMemoryLimit(0, 4 * kMiB);
+  EXPECT_THAT(cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, eager),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(sim_.live_allocations(0), 1);
+  ASSERT_THAT(sim_.LaunchGraph(graph, capture), IsOk());
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+}
+
+TEST_F(GraphPoolTest, ScopesAndReleasesRefuseMisuse) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  EXPECT_THAT(cache->NewGraphPool(5),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(cache->BeginCaptureScope(*pool, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(cache->BeginCaptureScope(GraphPool(), capture),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, capture);
+  ASSERT_THAT(scope, IsOk());
+  EXPECT_THAT(cache->BeginCaptureScope(*pool, capture),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("already has a capture scope")));
+  EXPECT_THAT(pool->Release(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                        HasSubstr("scope open")));
+  scope->End();
+  EXPECT_THAT(pool->Release(), IsOk());
+  EXPECT_THAT(cache->BeginCaptureScope(*pool, capture),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("released")));
+}
+
+// With no scope open, an allocation cycle makes no capture query at all.
+TEST_F(GraphPoolTest, NoCaptureQueryWhileNoScopeIsOpen) {
+  auto cache = NewCache();
+  NativeStream stream = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, stream), IsOk());
+  }
+  EXPECT_EQ(sim_.calls(SimOp::kCaptureStatus), 0);
+}
+
+// An event recorded into a capture and given back to the EventPool: the
+// pool's return query is refused (the runtime's rule), which invalidates the
+// capture, and the pool destroys the event rather than reuse it.
+TEST_F(GraphPoolTest, AnEventRecordedIntoACaptureIsDestroyedOnReturn) {
+  NativeStream capture = NewStream();
+  const int64_t destroyed = sim_.events_destroyed();
+  ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal), IsOk());
+  {
+    absl::StatusOr<PooledEvent> event = events_->Acquire(0);
+    ASSERT_THAT(event, IsOk());
+    ASSERT_THAT(sim_.RecordEvent(0, event->get(), capture), IsOk());
+  }
+  EXPECT_EQ(sim_.events_destroyed(), destroyed + 1);
+  EXPECT_EQ(*sim_.GetCaptureStatus(0, capture), CaptureStatus::kInvalidated);
+  EXPECT_THAT(sim_.EndCapture(0, capture), IsOk());
+}
+
+}  // namespace
+}  // namespace gpupool
