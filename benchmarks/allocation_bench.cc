@@ -119,11 +119,13 @@ void CapturedAllocateRelease(benchmark::State& state, const BenchEnv& env) {
     AllocationCache cache(*sim, events);
     absl::StatusOr<GraphPool> pool = cache.NewGraphPool(0);
     if (!Check(state, pool.status())) return;
-    absl::StatusOr<CaptureScope> scope = cache.BeginCaptureScope(*pool, *stream);
+    absl::StatusOr<CaptureScope> scope =
+        cache.BeginCaptureScope(*pool, *stream);
     if (Check(state, scope.status()) &&
         Check(state, sim->BeginCapture(*stream, SimCaptureMode::kGlobal)) &&
-        Check(state,
-              cache.Allocate(0, bytes, MemoryKind::kDevice, *stream).status())) {
+        Check(
+            state,
+            cache.Allocate(0, bytes, MemoryKind::kDevice, *stream).status())) {
       const int64_t calls_before = CountedRuntimeCalls(*sim);
       for (auto _ : state) {
         absl::StatusOr<PooledAllocation> block =
@@ -166,10 +168,9 @@ void RegisterAllocationBenchmarks(const BenchEnv& env) {
       ->Range(kSmallest, kLargest)
       ->UseRealTime();
   if (env.backend_name == "sim") {
-    benchmark::RegisterBenchmark("allocation/captured",
-                                 [env](benchmark::State& state) {
-                                   CapturedAllocateRelease(state, env);
-                                 })
+    benchmark::RegisterBenchmark(
+        "allocation/captured",
+        [env](benchmark::State& state) { CapturedAllocateRelease(state, env); })
         ->RangeMultiplier(4)
         ->Range(kSmallest, kLargest)
         ->UseRealTime();

@@ -27,9 +27,8 @@ absl::StatusOr<gpupool::SimGraph> CaptureStep(gpupool::SimBackend& sim,
       sim.BeginCapture(stream, gpupool::SimCaptureMode::kGlobal, pool.id());
   if (!begun.ok()) return begun;
   for (int layer = 0; layer < 4; ++layer) {
-    absl::StatusOr<gpupool::PooledAllocation> activations =
-        cache.Allocate(pool.device(), size_t{8} << 20,
-                       gpupool::MemoryKind::kDevice, stream);
+    absl::StatusOr<gpupool::PooledAllocation> activations = cache.Allocate(
+        pool.device(), size_t{8} << 20, gpupool::MemoryKind::kDevice, stream);
     if (!activations.ok()) return activations.status();
     sim.TouchMemory(stream, activations->data(), activations->size());
   }  // released during the capture: the next layer reuses the block
@@ -62,10 +61,11 @@ int main() {
     if (!pool->Release({*stream}).ok()) return 1;
   }
   const gpupool::AllocationCacheStats stats = cache.GetStats();
-  std::printf("graphs: 10 replays, %lld runtime allocation(s), %lld oracle "
-              "misuse(s)\n",
-              static_cast<long long>(stats.runtime_allocations),
-              static_cast<long long>(sim.graph_misuses()));
+  std::printf(
+      "graphs: 10 replays, %lld runtime allocation(s), %lld oracle "
+      "misuse(s)\n",
+      static_cast<long long>(stats.runtime_allocations),
+      static_cast<long long>(sim.graph_misuses()));
   sim.CompleteAllWork();
   const bool ok = sim.graph_misuses() == 0 && stats.runtime_allocations == 2;
   if (!cache.Trim(0).ok() || !sim.DestroyStream(0, *stream).ok()) return 1;

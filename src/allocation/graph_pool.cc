@@ -44,7 +44,8 @@ NativeStream ReuseStream(const AllocationBlock& block) {
 
 }  // namespace
 
-// --- Registry -------------------------------------------------------------------
+// --- Registry
+// -------------------------------------------------------------------
 
 std::shared_ptr<GraphPoolState> GraphPoolRegistry::NewPool(int device) {
   auto pool = std::make_shared<GraphPoolState>(
@@ -65,9 +66,9 @@ absl::StatusOr<uint64_t> GraphPoolRegistry::OpenRoute(
   {
     MutexLock pool_lock(&pool->mu);
     if (pool->released) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "AllocationCache::BeginCaptureScope: graph pool ", pool->id,
-          " was released"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("AllocationCache::BeginCaptureScope: graph pool ",
+                       pool->id, " was released"));
     }
     if (pool->scope_open) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -161,12 +162,12 @@ void GraphPoolRegistry::HeldStats(int device, int64_t* blocks,
   }
 }
 
-// --- Policy ---------------------------------------------------------------------
+// --- Policy
+// ---------------------------------------------------------------------
 
 absl::StatusOr<std::shared_ptr<GraphPoolState>>
 AllocationCacheCore::NewGraphPool(int device) {
-  if (absl::Status usable = CheckUsable(device, "NewGraphPool");
-      !usable.ok()) {
+  if (absl::Status usable = CheckUsable(device, "NewGraphPool"); !usable.ok()) {
     return usable;
   }
   return graph_pools_.NewPool(device);
@@ -278,8 +279,8 @@ void AllocationCacheCore::ReturnToGraphPool(AllocationShard& shard,
                                             AllocationBlock* block) {
   shard.TakeBackToGraphPool(block);
   GraphPoolState& pool = *block->graph_pool;
-  const bool leak = closed_.load(std::memory_order_acquire) ||
-                    ProcessIsExiting();
+  const bool leak =
+      closed_.load(std::memory_order_acquire) || ProcessIsExiting();
   std::vector<NativeStream> fence;
   {
     MutexLock lock(&pool.mu);
@@ -326,9 +327,8 @@ absl::Status AllocationCacheCore::ReleaseGraphPool(
                        " has a capture scope open; end it first"));
     }
     if (pool.released) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("GraphPool::Release: pool ", pool.id,
-                       " was already released"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GraphPool::Release: pool ", pool.id, " was already released"));
     }
     pool.released = true;
     pool.replay_streams = Distinct(streams);

@@ -123,7 +123,8 @@ void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
 }
 
-// --- Graph pools ---------------------------------------------------------------
+// --- Graph pools
+// ---------------------------------------------------------------
 
 void AllocationShard::LeaseFromGraphPool(AllocationBlock* block,
                                          const LeaseRequest& request,

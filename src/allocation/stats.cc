@@ -103,8 +103,8 @@ std::string AllocationCacheStats::ToString() const {
                     HumanBytes(bytes_in_graph_pools), ")");
   }
   if (blocks_held_for_captures != 0) {
-    absl::StrAppend(&out, " held_for_captures=", blocks_held_for_captures,
-                    " (", HumanBytes(bytes_held_for_captures), ")");
+    absl::StrAppend(&out, " held_for_captures=", blocks_held_for_captures, " (",
+                    HumanBytes(bytes_held_for_captures), ")");
   }
   return out;
 }

@@ -7,6 +7,8 @@
 // captured into a pool is owned by the pool's id, so its own blocks may be
 // claimed by nobody else.
 
+#include "gpupool/graph_pool.h"
+
 #include <cstdint>
 #include <set>
 #include <thread>
@@ -19,7 +21,6 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gpupool/allocation_cache.h"
-#include "gpupool/graph_pool.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
 #include "tests/allocation/sim_fixture.h"
@@ -409,9 +410,9 @@ TEST_F(GraphPoolTest, ScopesAndReleasesRefuseMisuse) {
                                         HasSubstr("scope open")));
   scope->End();
   EXPECT_THAT(pool->Release(), IsOk());
-  EXPECT_THAT(cache->BeginCaptureScope(*pool, capture),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("released")));
+  EXPECT_THAT(
+      cache->BeginCaptureScope(*pool, capture),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("released")));
 }
 
 // With no scope open, an allocation cycle makes no capture query at all.

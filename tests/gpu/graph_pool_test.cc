@@ -5,6 +5,8 @@
 // and its memory is reused. Without a CUDA device the test skips with the
 // runtime's own reason.
 
+#include "gpupool/graph_pool.h"
+
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -17,7 +19,6 @@
 #include "gpupool/backend.h"
 #include "gpupool/cuda_backend.h"
 #include "gpupool/event_pool.h"
-#include "gpupool/graph_pool.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/graph_pool_kernel.h"
@@ -68,9 +69,9 @@ TEST(GraphPoolGpuTest, ReplaysKeepTheirMemoryBesideEagerWork) {
     absl::StatusOr<CaptureScope> scope =
         cache.BeginCaptureScope(*pool, capture->get());
     ASSERT_TRUE(scope.ok()) << scope.status();
-    ASSERT_EQ(cudaStreamBeginCapture(capture_stream,
-                                     cudaStreamCaptureModeGlobal),
-              cudaSuccess);
+    ASSERT_EQ(
+        cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeGlobal),
+        cudaSuccess);
     {
       // Scratch: allocated and released inside the capture (from the pool).
       absl::StatusOr<PooledAllocation> scratch =
@@ -79,8 +80,7 @@ TEST(GraphPoolGpuTest, ReplaysKeepTheirMemoryBesideEagerWork) {
       scratch_address = scratch->data();
       int* in = static_cast<int*>(scratch->data());
       ASSERT_EQ(LaunchFill(capture_stream, in, kCount, 1), cudaSuccess);
-      ASSERT_EQ(LaunchAccumulate(capture_stream, in, out, kCount),
-                cudaSuccess);
+      ASSERT_EQ(LaunchAccumulate(capture_stream, in, out, kCount), cudaSuccess);
     }
     ASSERT_EQ(cudaStreamEndCapture(capture_stream, &graph), cudaSuccess);
   }
@@ -95,9 +95,9 @@ TEST(GraphPoolGpuTest, ReplaysKeepTheirMemoryBesideEagerWork) {
         cache.Allocate(0, kBytes, MemoryKind::kDevice, eager->get());
     ASSERT_TRUE(buffer.ok()) << buffer.status();
     EXPECT_NE(buffer->data(), scratch_address);
-    ASSERT_EQ(LaunchFill(eager_stream, static_cast<int*>(buffer->data()),
-                         kCount, 7),
-              cudaSuccess);
+    ASSERT_EQ(
+        LaunchFill(eager_stream, static_cast<int*>(buffer->data()), kCount, 7),
+        cudaSuccess);
     if (replay % 10 == 0) eager_buffers.push_back(*std::move(buffer));
   }
   ASSERT_EQ(cudaStreamSynchronize(capture_stream), cudaSuccess);
