@@ -112,9 +112,10 @@ struct CudaApi {
   static Error StreamIsCapturing(Stream stream, CaptureStatus* status) {
     return Cudart().cudaStreamIsCapturing(stream, status);
   }
-  // CUDA 13's cudaStreamGetCaptureInfo takes seven arguments; CUDA 12's
-  // symbol of that name is the older (stream, status, id) form, which
-  // ignores the trailing null arguments passed here.
+  // CUDA 13's cudaStreamGetCaptureInfo takes seven arguments; a CUDA 12
+  // runtime's symbol of that name takes three or six. Every optional output
+  // but the id is null here, so either form ignores the extra arguments or
+  // reads them as "not requested".
   static Error StreamGetCaptureInfo(Stream stream, CaptureStatus* status,
                                     unsigned long long* id) {  // NOLINT
     return Cudart().cudaStreamGetCaptureInfo(stream, status, id, nullptr,
