@@ -390,6 +390,33 @@ TEST_F(GraphPoolTest, TrimAndTheOutOfMemoryChainNeverFreeAGraphsBlocks) {
   ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
 }
 
+TEST_F(GraphPoolTest, APoisonedDeviceDropsThePoolsBlocksWithoutCalls) {
+  auto cache = NewCache();
+  // Not a fixture stream: ResetDevice below destroys it.
+  absl::StatusOr<NativeStream> capture = sim_.CreateStream(0, {});
+  ASSERT_THAT(capture, IsOk());
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, *capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(*capture, SimCaptureMode::kGlobal), IsOk());
+    CapturedUse(*cache, *capture, kMiB);
+    CapturedUse(*cache, *capture, 4 * kMiB);
+    ASSERT_THAT(sim_.EndCapture(0, *capture), IsOk());
+  }
+  sim_.PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
+  (void)health_->Poison(0, absl::InternalError("cudaErrorIllegalAddress"));
+  const int64_t calls = sim_.calls_on_device(0);
+  EXPECT_THAT(pool->Release({*capture}), IsOk());
+  EXPECT_EQ(sim_.calls_on_device(0), calls);
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_dropped, 2);
+  EXPECT_EQ(stats.blocks_in_graph_pools, 0);
+  sim_.ResetDevice(0);
+}
+
 TEST_F(GraphPoolTest, ScopesAndReleasesRefuseMisuse) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
