@@ -137,6 +137,47 @@ TEST_F(GraphPoolTest, AnUnregisteredCaptureIsDetectedWhenAskedFor) {
             static_cast<int64_t>(kMiB));
 }
 
+// Routing is by capture id: a side stream joined into the capture (a wait on
+// an event recorded in it) allocates from the pool too.
+TEST_F(GraphPoolTest, ASideStreamJoinedIntoTheCaptureRoutesToThePool) {
+  auto cache = NewCache();
+  NativeStream origin = NewStream();
+  NativeStream side = NewStream();
+  NativeStream eager = NewStream();
+  NativeEvent fork = *sim_.CreateEvent(0, {});
+  NativeEvent join = *sim_.CreateEvent(0, {});
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  void* on_side = nullptr;
+  SimGraph graph;
+  {
+    absl::StatusOr<CaptureScope> scope =
+        cache->BeginCaptureScope(*pool, origin);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(origin, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    ASSERT_THAT(sim_.RecordEvent(0, fork, origin), IsOk());
+    ASSERT_THAT(sim_.StreamWaitEvent(0, side, fork), IsOk());
+    on_side = CapturedUse(*cache, side, kMiB);
+    // Served from the pool: the block released on `side` comes back.
+    EXPECT_EQ(CapturedUse(*cache, side, kMiB), on_side);
+    ASSERT_THAT(sim_.RecordEvent(0, join, side), IsOk());
+    ASSERT_THAT(sim_.StreamWaitEvent(0, origin, join), IsOk());
+    graph = EndAndInstantiate(origin);
+  }
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 1);
+  {
+    EagerLease other = Eager(*cache, eager, kMiB);
+    EXPECT_NE(other.lease.data(), on_side);
+    ASSERT_THAT(sim_.LaunchGraph(graph, origin), IsOk());
+  }
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  ASSERT_THAT(pool->Release({origin}), IsOk());
+  ASSERT_THAT(sim_.DestroyEvent(0, fork), IsOk());
+  ASSERT_THAT(sim_.DestroyEvent(0, join), IsOk());
+}
+
 TEST_F(GraphPoolTest, AHundredReplaysBesideEagerWorkOnOtherStreams) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
