@@ -476,29 +476,4 @@ void SimBackend::ReleaseClaim(const void* ptr) {
                claims.end());
 }
 
-int SimBackend::live_graphs(int device) const {
-  if (!state_->ValidDevice(device)) return 0;
-  const DeviceState& d = *state_->devices[device];
-  absl::ReaderMutexLock lock(&d.mu);
-  return static_cast<int>(d.capture.graphs.size());
-}
-
-bool SimBackend::graph_launch_pending(SimGraph graph) const {
-  if (!state_->ValidDevice(graph.device)) return false;
-  const DeviceState& d = *state_->devices[graph.device];
-  absl::ReaderMutexLock lock(&d.mu);
-  auto it = d.capture.graphs.find(graph.id);
-  return it != d.capture.graphs.end() &&
-         d.HasPendingWork(it->second.last_launch, absl::Now());
-}
-
-int64_t SimBackend::graph_misuses() const {
-  return state_->graph_misuse_count.load(std::memory_order_relaxed);
-}
-
-std::vector<std::string> SimBackend::graph_misuse_log() const {
-  absl::MutexLock lock(&state_->graph_misuse_mu);
-  return state_->graph_misuse_log;
-}
-
 }  // namespace gpupool

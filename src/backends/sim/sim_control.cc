@@ -348,6 +348,33 @@ absl::Status SimBackend::CheckNoLeaks() const {
       absl::StrCat("sim: ", leaks.size(), " handle(s) still live: ", shown));
 }
 
+// Graph inspection (the capture model is in sim_capture.cc).
+
+int SimBackend::live_graphs(int device) const {
+  if (!state_->ValidDevice(device)) return 0;
+  const DeviceState& d = *state_->devices[device];
+  absl::ReaderMutexLock lock(&d.mu);
+  return static_cast<int>(d.capture.graphs.size());
+}
+
+bool SimBackend::graph_launch_pending(SimGraph graph) const {
+  if (!state_->ValidDevice(graph.device)) return false;
+  const DeviceState& d = *state_->devices[graph.device];
+  absl::ReaderMutexLock lock(&d.mu);
+  auto it = d.capture.graphs.find(graph.id);
+  return it != d.capture.graphs.end() &&
+         d.HasPendingWork(it->second.last_launch, absl::Now());
+}
+
+int64_t SimBackend::graph_misuses() const {
+  return state_->graph_misuse_count.load(std::memory_order_relaxed);
+}
+
+std::vector<std::string> SimBackend::graph_misuse_log() const {
+  absl::MutexLock lock(&state_->graph_misuse_mu);
+  return state_->graph_misuse_log;
+}
+
 const SimProfile& SimBackend::profile() const {
   return state_->options.profile;
 }
