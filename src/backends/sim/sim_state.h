@@ -34,6 +34,7 @@
 #include "gpupool/sim_backend.h"
 #include "src/backends/sim/sim_device.h"
 #include "src/backends/sim/sim_handles.h"
+#include "src/backends/sim/sim_ipc.h"
 
 namespace gpupool {
 namespace sim_internal {
@@ -227,6 +228,10 @@ struct SimBackend::State {
   std::atomic<int64_t> misuse_count{0};
   mutable absl::Mutex misuse_mu;
   std::vector<std::string> misuse_messages ABSL_GUARDED_BY(misuse_mu);
+
+  // The shared-memory IPC registry (sim_ipc.h), named by
+  // options.ipc_namespace.
+  sim_internal::SimIpc ipc{options.ipc_namespace};
 };
 
 }  // namespace gpupool
