@@ -78,7 +78,13 @@ absl::Status AllocationCacheCore::CheckUsable(int device,
     return absl::OkStatus();
   }
   return lifetime_.CheckEntry(absl::StrCat("AllocationCache::", what), "cache",
-                              device, [this](int d) { DropStale(d); });
+                              device, [this](int d) {
+                                DropStale(d);
+                                // Mappings and exports of a dead context
+                                // go without runtime calls.
+                                ipc_imports_->DropDevice(d);
+                                ipc_exports_.DropDevice(d);
+                              });
 }
 
 void AllocationCacheCore::DropStale(int device) {

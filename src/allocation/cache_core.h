@@ -7,6 +7,8 @@
 //   oom_chain.cc     runtime allocation and the OOM chain
 //   freeing.cc       freeing and retiring: Trim, drain, close
 //   stable.cc        stable buffers (AcquireStable)
+//   ipc.cc           sharing stable buffers with other processes
+//                    (ipc_exports.*, ipc_imports.*, ipc_refs.*)
 //   cache_report.cc  stats, outstanding leases, DebugString
 //   shard.*          the sealed per-(device, kind) bookkeeping
 //
@@ -32,7 +34,10 @@
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/internal/lease.h"
+#include "gpupool/ipc_handle.h"
 #include "src/allocation/block.h"
+#include "src/allocation/ipc_exports.h"
+#include "src/allocation/ipc_imports.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/stream_fence.h"
 #include "src/kernel/cache_line_allocator.h"
@@ -112,6 +117,12 @@ class AllocationCacheCore
   absl::StatusOr<void*> AcquireStable(absl::string_view name, int device,
                                       size_t bytes);
   absl::Status ReleaseStable(absl::string_view name, int device);
+
+  // --- ipc.cc ---
+  absl::StatusOr<IpcHandle> ExportStable(absl::string_view name, int device,
+                                         size_t bytes);
+  absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
+  IpcStats GetIpcStats() const;
 
   // --- freeing.cc ---
   absl::Status Trim(int device, size_t keep_bytes);
@@ -207,6 +218,13 @@ class AllocationCacheCore
   void PollRetiring(AllocationShard& shard);
   void CheckRetiring(AllocationShard& shard, AllocationBlock* block);
 
+  // --- ipc.cc ---
+  // Frees a stable buffer's memory, unless it is exported and an importer
+  // still has it mapped: then it waits (FreeReleasedExports frees it later).
+  absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);
+  // Frees the exported versions no importer maps any more.
+  void FreeReleasedExports();
+
   // --- stable.cc ---
   // Allocates the claimed buffer's new memory, then frees the memory it
   // replaces.
@@ -231,6 +249,11 @@ class AllocationCacheCore
   // between.
   std::vector<AllocationLeaseOwner*> lease_anchors_;
   std::atomic<bool> closed_{false};
+  // IPC (ipc.cc): this cache's exports, and its imports (shared with the
+  // ImportedBuffer leases).
+  IpcExports ipc_exports_{backend_};
+  const std::shared_ptr<IpcImports> ipc_imports_ =
+      std::make_shared<IpcImports>(backend_, lifetime_, ipc_exports_);
 };
 
 }  // namespace gpupool::internal

@@ -18,9 +18,23 @@
 
 namespace gpupool::testing {
 
+// `built` (the helper's path in the build tree) when it exists, else the file
+// of the same name beside the running test (a bundle copied elsewhere).
+inline std::string PeerBinary(const std::string& built) {
+  if (access(built.c_str(), X_OK) == 0) return built;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return built;
+  std::string dir(self, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  return dir + built.substr(built.rfind('/') + 1);
+}
+
 class PeerProcess {
  public:
-  PeerProcess(const std::string& binary, const std::vector<std::string>& args) {
+  PeerProcess(const std::string& built_binary,
+              const std::vector<std::string>& args) {
+    const std::string binary = PeerBinary(built_binary);
     int to_child[2];
     int from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
