@@ -252,6 +252,41 @@ TEST_F(CacheIpcTest, ForgedHandlesAreInvalidArguments) {
   EXPECT_EQ(peer->Wait(), 0);
 }
 
+TEST_F(CacheIpcTest, RuntimeFailuresLeaveNothingBehindAndRetriesWork) {
+  // A failed export: the error, no handle kept; the next call makes one.
+  sim_.FailNext(SimOp::kIpcGetHandle,
+                FaultError(Fault::kResource, absl::StatusCode::kInternal,
+                           "injected GetIpcHandle failure"));
+  EXPECT_EQ(cache_->ExportStable("ring0", 0, 4096).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(cache_->GetIpcStats().exports, 0);
+  EXPECT_TRUE(cache_->ExportStable("ring0", 0, 4096).ok());
+  EXPECT_EQ(cache_->GetIpcStats().exports, 1);
+
+  // A failed open: the error, the pin released, no mapping; a retry opens.
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle handle = FromWire(peer->Ask("export ring0 4096 4"));
+  sim_.FailNext(
+      SimOp::kIpcOpenHandle,
+      FaultError(Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
+                 "injected OpenIpcHandle failure"));
+  EXPECT_EQ(cache_->Import(handle, 0).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache_->GetIpcStats().mappings_live, 0);
+  EXPECT_EQ(peer->Ask("release ring0"), "ok");  // unpinned: freed at once
+  EXPECT_EQ(peer->Ask("stats"), "1 0 0 0 0 0 0");
+  EXPECT_EQ(cache_->Import(handle, 0).status().code(),
+            absl::StatusCode::kNotFound);  // and now stale
+  const IpcHandle again = FromWire(peer->Ask("export ring0 4096 5"));
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(again, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 5);
+  lease->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+}
+
 TEST_F(CacheIpcTest, ImportingOwnHandleReturnsTheLocalBuffer) {
   absl::StatusOr<IpcHandle> handle = cache_->ExportStable("ring0", 0, 4096);
   ASSERT_TRUE(handle.ok()) << handle.status();
