@@ -106,6 +106,12 @@ for bin in "${test_bins[@]}"; do
   cp "$bin" "$bundle/bin/tests/"
   staged+=("$bundle/bin/tests/$name")
 done
+# The helper processes of the two-process IPC tests, found beside them.
+for bin in "$build_dir"/tests/*_peer "$build_dir"/tests/gpu/*_peer; do
+  [[ -x "$bin" ]] || continue
+  cp "$bin" "$bundle/bin/tests/"
+  staged+=("$bundle/bin/tests/$(basename "$bin")")
+done
 for bin in "$build_dir"/benchmarks/*_bench; do
   [[ -x "$bin" ]] || continue
   cp "$bin" "$bundle/bin/bench/"

@@ -75,6 +75,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/graph_pool.h"
 #include "gpupool/internal/lease.h"
+#include "gpupool/ipc_handle.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 
@@ -261,6 +262,31 @@ class AllocationCache {
   // Frees the stable buffer `name` of `device`. NotFound when there is none;
   // errors as Allocate otherwise.
   absl::Status ReleaseStable(std::string_view name, int device);
+
+  // --- Sharing stable buffers with other processes -------------------------
+  // AcquireStable(name, device, bytes), then the handle another process
+  // imports it with: made with one runtime call per buffer version and kept
+  // (later calls make no runtime call while the buffer does not move). When
+  // the buffer grows it gets a new version and a new handle; the old version
+  // is not freed while an importer still has it mapped (it waits, and is
+  // freed by a later ExportStable or Trim once unmapped). Every process that
+  // makes the same sequence of calls makes the same sequence of
+  // reallocations, so peers that exchange handles after the same calls never
+  // wait for one that did not reallocate. Errors as AcquireStable, plus the
+  // runtime's GetIpcHandle error (Unimplemented on a backend without IPC).
+  absl::StatusOr<IpcHandle> ExportStable(std::string_view name, int device,
+                                         size_t bytes);
+  // Maps the buffer `handle` names on `device` of this process and leases
+  // it. One runtime open per buffer version and device, however many
+  // threads and leases; the mapping is closed once a newer version of the
+  // buffer was imported and its last lease is gone, on Trim, and at exit.
+  // A handle this cache exported returns the local buffer (no mapping).
+  // Errors: InvalidArgument (bad device, 0 bytes, a handle of another cache
+  // of this process); NotFound (stale: the exporter freed that version, a
+  // newer one was imported, or the exporter is gone); FailedPrecondition
+  // (poisoned device, forked, exiting); the runtime's open error.
+  absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
+  IpcStats GetIpcStats() const;
 
   // Frees cached blocks of `device` (device memory first, then pinned host;
   // largest first) until at most `keep_bytes` remain cached, plus every

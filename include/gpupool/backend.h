@@ -35,6 +35,7 @@
 #ifndef GPUPOOL_BACKEND_H_
 #define GPUPOOL_BACKEND_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -171,6 +172,27 @@ struct MemoryInfo {
   size_t total_bytes = 0;
 };
 
+// The runtime's interprocess memory handle, opaque: the bytes of a
+// `cudaIpcMemHandle_t` / `hipIpcMemHandle_t` (64 bytes on both), or the
+// simulator's own encoding. Plain bytes so that any transport (a pipe, MPI, a
+// TCP store) can carry it.
+inline constexpr size_t kIpcMemHandleBytes = 64;
+struct IpcMemHandle {
+  std::array<uint8_t, kIpcMemHandleBytes> bytes{};
+
+  friend bool operator==(const IpcMemHandle& a, const IpcMemHandle& b) {
+    return a.bytes == b.bytes;
+  }
+  friend bool operator!=(const IpcMemHandle& a, const IpcMemHandle& b) {
+    return !(a == b);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const IpcMemHandle& handle) {
+    return H::combine_contiguous(std::move(h), handle.bytes.data(),
+                                 handle.bytes.size());
+  }
+};
+
 // ---------------------------------------------------------------------------
 // Backend
 // ---------------------------------------------------------------------------
@@ -294,6 +316,37 @@ class Backend {
 
   // Free and total device memory of `device`.
   virtual absl::StatusOr<MemoryInfo> GetMemoryInfo(int device) = 0;
+
+  // --- Interprocess memory (IPC) --------------------------------------------
+  // Legacy runtime IPC (cudaIpc* / hipIpc*). Defaults: Unimplemented.
+  //
+  // GetIpcHandle: the handle naming the device allocation `ptr`, which must be
+  // a pointer Allocate(device, ..., kDevice) returned (the allocation's base:
+  // a runtime names the whole allocation, so a caller sharing an interior
+  // address carries the offset itself; HIP even gives different bytes for
+  // interior pointers that all open at the base). Cheap and repeatable; after
+  // a Free and a new Allocate at the same address the bytes differ. Faults:
+  // kCaller (not a device allocation of this process), kDevice.
+  virtual absl::StatusOr<IpcMemHandle> GetIpcHandle(int device, void* ptr);
+
+  // OpenIpcHandle: maps a handle exported by *another* process into this
+  // process on `device` and returns the mapped base address. Opening a handle
+  // this process exported fails (kCaller). Opening the same handle again in
+  // one process returns the same mapping and counts a reference on current
+  // CUDA (it was fatal before CUDA 11.1, and HIP need not return the same
+  // address): callers should open a handle once per process and device. Each
+  // successful open needs one CloseIpcHandle. Faults: kCaller (forged,
+  // corrupt or foreign handle; NotFound when the exporter freed the
+  // allocation or exited, as far as the runtime can tell), kOutOfMemory,
+  // kDevice.
+  virtual absl::StatusOr<void*> OpenIpcHandle(int device,
+                                              const IpcMemHandle& handle);
+
+  // CloseIpcHandle: unmaps `ptr`, an address OpenIpcHandle returned on
+  // `device`. The exporter's allocation is unaffected. The exporter must not
+  // free the allocation before every importer closed it: that is undefined
+  // behaviour on CUDA and HIP (SimBackend reports it as misuse).
+  virtual absl::Status CloseIpcHandle(int device, void* ptr);
 
  protected:
   Backend() = default;

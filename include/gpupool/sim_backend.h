@@ -62,8 +62,12 @@ enum class SimOp {
   kAllocate,
   kFree,
   kMemoryInfo,
+  // Interprocess memory (sim_ipc.h).
+  kIpcGetHandle,
+  kIpcOpenHandle,
+  kIpcCloseHandle,
 };
-inline constexpr int kSimOpCount = static_cast<int>(SimOp::kMemoryInfo) + 1;
+inline constexpr int kSimOpCount = static_cast<int>(SimOp::kIpcCloseHandle) + 1;
 absl::string_view SimOpName(SimOp op);
 
 // Latencies charged (slept, outside locks) per primitive, and the runtime's
@@ -109,6 +113,10 @@ struct SimOptions {
   // Called once per misuse with a description. Default: print to stderr.
   // Tests install a hook that fails the test (`ADD_FAILURE() << message`).
   std::function<void(absl::string_view)> on_misuse;
+  // Names the shared-memory registry that IPC handles go through: processes
+  // whose simulators share a namespace can open each other's handles. Empty:
+  // one registry per user. Segments live under /dev/shm.
+  std::string ipc_namespace;
 };
 
 // How a simulated capture interacts with other calls (cudaStreamCaptureMode).
@@ -168,6 +176,22 @@ class SimBackend : public Backend {
                                  MemoryKind kind) override;
   absl::Status Free(int device, void* ptr, MemoryKind kind) override;
   absl::StatusOr<MemoryInfo> GetMemoryInfo(int device) override;
+
+  // IPC across real processes through a shared-memory registry: the exporter
+  // holds each exported allocation's bytes in a shared segment, an importer
+  // maps the same segment. Unlike other sim allocations, the pointer
+  // OpenIpcHandle returns is host memory and may be dereferenced (it holds
+  // the exporter's bytes, see ExportedBytes). Forged or corrupt bytes:
+  // InvalidArgument. A stale handle (the exporter freed the allocation or
+  // exited): NotFound. Opening this process's own handle: InvalidArgument.
+  // Misuse: GetIpcHandle of a pointer that is not a live device allocation's
+  // base, CloseIpcHandle of an address that is not open, and a Free of an
+  // exported allocation that another process still has mapped (undefined
+  // behaviour on CUDA and HIP; the free still happens).
+  absl::StatusOr<IpcMemHandle> GetIpcHandle(int device, void* ptr) override;
+  absl::StatusOr<void*> OpenIpcHandle(int device,
+                                      const IpcMemHandle& handle) override;
+  absl::Status CloseIpcHandle(int device, void* ptr) override;
 
   // --- Fault injection -----------------------------------------------------
   // The next call of `op` (on `device`, or on any device when -1) returns
@@ -281,6 +305,20 @@ class SimBackend : public Backend {
   absl::Status CheckNoLeaks() const;
 
   const SimProfile& profile() const;
+
+  // --- IPC inspection --------------------------------------------------------
+  // Host view of the bytes of an allocation this process exported (what
+  // importers read); nullptr when `ptr` was not exported or was freed.
+  void* ExportedBytes(void* ptr) const;
+  // Processes that have the allocation this process exported at `ptr`
+  // mapped now (0 when not exported).
+  int ipc_importers(void* ptr) const;
+  // Allocations exported (segments created), segments mapped and unmapped by
+  // this process, and mappings open now.
+  int64_t ipc_exports() const;
+  int64_t ipc_maps() const;
+  int64_t ipc_unmaps() const;
+  int ipc_mappings_live() const;
 
  private:
   struct State;

@@ -43,7 +43,7 @@ struct AllocationBlock {
   int device = -1;
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t generation = 0;  // DeviceHealth generation it was allocated in
-  // The capture-private pool that owns the block (graph_pool.h); null for the
+  // The capture-private pool that owns the block (graph/pool.h); null for the
   // general cache. Set while the pool holds it, leased or free.
   std::shared_ptr<GraphPoolState> graph_pool;
 

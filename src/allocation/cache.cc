@@ -142,6 +142,20 @@ AllocationCacheStats AllocationCache::GetStats(int device,
   return core_->GetStats(device, kind);
 }
 
+absl::StatusOr<IpcHandle> AllocationCache::ExportStable(std::string_view name,
+                                                        int device,
+                                                        size_t bytes) {
+  return core_->ExportStable(absl::string_view(name.data(), name.size()),
+                             device, bytes);
+}
+
+absl::StatusOr<ImportedBuffer> AllocationCache::Import(const IpcHandle& handle,
+                                                       int device) {
+  return core_->Import(handle, device);
+}
+
+IpcStats AllocationCache::GetIpcStats() const { return core_->GetIpcStats(); }
+
 std::vector<OutstandingLease> AllocationCache::GetOutstandingLeases() const {
   return core_->GetOutstandingLeases();
 }

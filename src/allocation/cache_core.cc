@@ -78,7 +78,13 @@ absl::Status AllocationCacheCore::CheckUsable(int device,
     return absl::OkStatus();
   }
   return lifetime_.CheckEntry(absl::StrCat("AllocationCache::", what), "cache",
-                              device, [this](int d) { DropStale(d); });
+                              device, [this](int d) {
+                                DropStale(d);
+                                // Mappings and exports of a dead context
+                                // go without runtime calls.
+                                ipc_imports_->DropDevice(d);
+                                ipc_exports_.DropDevice(d);
+                              });
 }
 
 void AllocationCacheCore::DropStale(int device) {
@@ -146,7 +152,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   }
   AllocationShard& shard = Shard(device, kind);
   const LeaseRequest request{bytes, stream, where};
-  // 0. A capture routed to a graph pool (graph_pool.cc). With no capture
+  // 0. A capture routed to a graph pool (graph/pool.cc). With no capture
   //    scope open this is one relaxed load and no runtime call.
   if (ABSL_PREDICT_FALSE(graph_pools_.AnyRouteOpen()) && stream != nullptr &&
       kind == MemoryKind::kDevice) {
@@ -292,7 +298,7 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   } else if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
                                 graph_pools_.AnyRouteOpen()) &&
              HoldIfCapturing(shard, block)) {
-    // Used on a capturing stream: a graph may replay it (graph_pool.cc).
+    // Used on a capturing stream: a graph may replay it (graph/pool.cc).
     return;
   } else {
     state = fence_.RecordReadyEvents(block);

@@ -7,7 +7,9 @@
 //   oom_chain.cc     runtime allocation and the OOM chain
 //   freeing.cc       freeing and retiring: Trim, drain, close
 //   stable.cc        stable buffers (AcquireStable)
-//   graph_pool.*     capture-private pools (GraphPool, CaptureScope)
+//   graph/           capture-private pools (GraphPool, CaptureScope)
+//   ipc/             sharing stable buffers with other processes
+//                    (exports, imports, cross-process reference counts)
 //   cache_report.cc  stats, outstanding leases, DebugString
 //   shard.*          the sealed per-(device, kind) bookkeeping
 //
@@ -33,8 +35,11 @@
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/internal/lease.h"
+#include "gpupool/ipc_handle.h"
 #include "src/allocation/block.h"
-#include "src/allocation/graph_pool.h"
+#include "src/allocation/graph/pool.h"
+#include "src/allocation/ipc/exports.h"
+#include "src/allocation/ipc/imports.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/stream_fence.h"
 #include "src/kernel/cache_line_allocator.h"
@@ -115,6 +120,12 @@ class AllocationCacheCore
                                       size_t bytes);
   absl::Status ReleaseStable(absl::string_view name, int device);
 
+  // --- ipc/cache_methods.cc ---
+  absl::StatusOr<IpcHandle> ExportStable(absl::string_view name, int device,
+                                         size_t bytes);
+  absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
+  IpcStats GetIpcStats() const;
+
   // --- freeing.cc ---
   absl::Status Trim(int device, size_t keep_bytes);
   absl::Status TrimAll();
@@ -126,7 +137,7 @@ class AllocationCacheCore
   // right after makes every later release leak.
   void DrainForExit();
 
-  // --- graph_pool.cc ---
+  // --- graph/pool.cc ---
   absl::StatusOr<std::shared_ptr<GraphPoolState>> NewGraphPool(int device);
   // A route for the capture on `origin` (one GetCaptureInfo call); its id.
   absl::StatusOr<uint64_t> OpenCaptureRoute(
@@ -186,7 +197,7 @@ class AllocationCacheCore
                                       const BlockVector& candidates,
                                       const LeaseRequest& request);
 
-  // --- graph_pool.cc ---
+  // --- graph/pool.cc ---
   // The pool whose open route matches the capture `info` of `stream` (by
   // capture id; an invalidated capture by its origin stream), or null.
   // Learns route capture ids on the way: runtime calls, no lock held.
@@ -242,6 +253,13 @@ class AllocationCacheCore
   void PollRetiring(AllocationShard& shard);
   void CheckRetiring(AllocationShard& shard, AllocationBlock* block);
 
+  // --- ipc/cache_methods.cc ---
+  // Frees a stable buffer's memory, unless it is exported and an importer
+  // still has it mapped: then it waits (FreeReleasedExports frees it later).
+  absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);
+  // Frees the exported versions no importer maps any more.
+  void FreeReleasedExports();
+
   // --- stable.cc ---
   // Allocates the claimed buffer's new memory, then frees the memory it
   // replaces.
@@ -267,6 +285,11 @@ class AllocationCacheCore
   std::vector<AllocationLeaseOwner*> lease_anchors_;
   GraphPoolRegistry graph_pools_;
   std::atomic<bool> closed_{false};
+  // IPC (ipc/cache_methods.cc): this cache's exports, and its imports (shared with the
+  // ImportedBuffer leases).
+  IpcExports ipc_exports_{backend_};
+  const std::shared_ptr<IpcImports> ipc_imports_ =
+      std::make_shared<IpcImports>(backend_, lifetime_, ipc_exports_);
 };
 
 }  // namespace gpupool::internal

@@ -52,6 +52,7 @@ std::vector<OutstandingLease> AllocationCacheCore::GetOutstandingLeases()
   std::vector<OutstandingLease> out;
   if (Forked()) return out;
   for (const auto& shard : shards_) shard->AppendOutstanding(&out);
+  ipc_imports_->AppendOutstanding(&out);
   return out;
 }
 

@@ -26,6 +26,8 @@ absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
         ReleaseCached(Shard(device, kind), excess, /*with_retiring=*/true)
             .status);
   }
+  ipc_imports_->CloseUnleased(device);
+  FreeReleasedExports();
   return first;
 }
 
@@ -58,8 +60,14 @@ void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
       continue;
     }
     ReleaseBlocks(shard, std::move(blocks));
-    for (void* ptr : stable) FreeRaw(shard, ptr).IgnoreError();
+    // An exported version another process still maps is left to the OS.
+    for (void* ptr : stable) FreeStableMemory(shard, ptr).IgnoreError();
   }
+  if (call_runtime) {
+    ipc_imports_->CloseUnleased(/*device=*/-1);
+    FreeReleasedExports();
+  }
+  if (close) ipc_imports_->Close();
 }
 
 void AllocationCacheCore::DrainForExit() {

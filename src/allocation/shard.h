@@ -111,7 +111,7 @@ class alignas(kCacheLine) AllocationShard {
   void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
                 Tally tally);
 
-  // --- Graph pools (graph_pool.h) -------------------------------------------
+  // --- Graph pools (graph/pool.h) -------------------------------------------
   // Leases a block a graph pool holds (a hit when `hit`; else the pool hands
   // it back to the general cache, which releases it at once).
   void LeaseFromGraphPool(AllocationBlock* block, const LeaseRequest& request,

@@ -49,7 +49,7 @@ absl::Status AllocationCacheCore::ReleaseStable(absl::string_view name,
         "AllocationCache::ReleaseStable: no stable buffer named \"", name,
         "\" on device ", device));
   }
-  return FreeRaw(shard, ptr);
+  return FreeStableMemory(shard, ptr);
 }
 
 absl::StatusOr<void*> AllocationCacheCore::FinishStable(AllocationShard& shard,
@@ -69,7 +69,7 @@ absl::StatusOr<void*> AllocationCacheCore::FinishStable(AllocationShard& shard,
   if (old == nullptr) return ptr;
   // A failed free of the old buffer leaks it; the new one serves. A sticky
   // fault there killed the device, the new buffer with it: say so.
-  FreeRaw(shard, old).IgnoreError();
+  FreeStableMemory(shard, old).IgnoreError();
   if (poisoned(device)) {
     return AllocationFailed(shard, lifetime_.PoisonedError(device));
   }

@@ -24,6 +24,23 @@ absl::Status Backend::EndCapture(int, NativeStream) {
       absl::StrCat(std::string(name()), " backend cannot end a graph capture"));
 }
 
+// --- Interprocess memory (IPC) ---------------------------------------------
+
+absl::StatusOr<IpcMemHandle> Backend::GetIpcHandle(int, void*) {
+  return absl::UnimplementedError(absl::StrCat(
+      std::string(name()), " backend cannot export memory to other processes"));
+}
+
+absl::StatusOr<void*> Backend::OpenIpcHandle(int, const IpcMemHandle&) {
+  return absl::UnimplementedError(absl::StrCat(
+      std::string(name()), " backend cannot open another process's memory"));
+}
+
+absl::Status Backend::CloseIpcHandle(int, void*) {
+  return absl::UnimplementedError(absl::StrCat(
+      std::string(name()), " backend cannot close an interprocess mapping"));
+}
+
 absl::Status Backend::ResetStreamAttributes(int, NativeStream) {
   return absl::OkStatus();
 }

@@ -109,5 +109,38 @@ INSTANTIATE_TEST_SUITE_P(FakeRuntime, BackendContractTest,
                              }}),
                          ContractParamName);
 
+// The IPC primitives reach the fake runtime's entry points through the loader:
+// one runtime call each, the lazy-peer-access flag on open, the runtime's
+// error for bytes it did not make.
+TEST(FakeRuntimeIpcTest, ExportOpenCloseThroughTheLoader) {
+  setenv(kEnvVar, kFake, /*overwrite=*/1);
+  FakeSymbol<void (*)()>("gpupool_fake_runtime_reset")();
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(kName);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  absl::StatusOr<void*> ptr = (*backend)->Allocate(0, 256, MemoryKind::kDevice);
+  ASSERT_TRUE(ptr.ok()) << ptr.status();
+  absl::StatusOr<IpcMemHandle> handle = (*backend)->GetIpcHandle(0, *ptr);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(Fake().ipc_handles_made, 1);
+  absl::StatusOr<void*> opened = (*backend)->OpenIpcHandle(0, *handle);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, *ptr);
+  EXPECT_EQ(Fake().ipc_opens, 1);
+#ifdef GPUPOOL_CONTRACT_HIP
+  EXPECT_EQ(Fake().last_ipc_open_flags, 0u);  // hipIpcMemLazyEnablePeerAccess
+#else
+  EXPECT_EQ(Fake().last_ipc_open_flags, 1u);  // cudaIpcMemLazyEnablePeerAccess
+#endif
+  EXPECT_TRUE((*backend)->CloseIpcHandle(0, *opened).ok());
+  EXPECT_EQ(Fake().ipc_closes, 1);
+
+  IpcMemHandle forged;
+  absl::StatusOr<void*> refused = (*backend)->OpenIpcHandle(0, forged);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FaultOf(refused.status()), Fault::kCaller);
+  EXPECT_EQ(Fake().ipc_opens, 1);
+  EXPECT_TRUE((*backend)->Free(0, *ptr, MemoryKind::kDevice).ok());
+}
+
 }  // namespace
 }  // namespace gpupool::testing

@@ -174,6 +174,21 @@ struct CudaApi {
   static Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     return Cudart().cudaMemGetInfo(free_bytes, total_bytes);
   }
+
+  // --- Interprocess memory (runtime_ipc.h) -----------------------------------
+  using IpcMemHandle = cudaIpcMemHandle_t;
+  static constexpr unsigned kIpcMemLazyEnablePeerAccess =
+      cudaIpcMemLazyEnablePeerAccess;
+  static Error IpcGetMemHandle(IpcMemHandle* handle, void* ptr) {
+    return Cudart().cudaIpcGetMemHandle(handle, ptr);
+  }
+  static Error IpcOpenMemHandle(void** ptr, IpcMemHandle handle,
+                                unsigned flags) {
+    return Cudart().cudaIpcOpenMemHandle(ptr, handle, flags);
+  }
+  static Error IpcCloseMemHandle(void* ptr) {
+    return Cudart().cudaIpcCloseMemHandle(ptr);
+  }
 };
 
 }  // namespace cuda_internal

@@ -71,7 +71,10 @@ namespace cuda_internal {
   X(cudaFree)                            \
   X(cudaHostAlloc)                       \
   X(cudaFreeHost)                        \
-  X(cudaMemGetInfo)
+  X(cudaMemGetInfo)                      \
+  X(cudaIpcGetMemHandle)                 \
+  X(cudaIpcOpenMemHandle)                \
+  X(cudaIpcCloseMemHandle)
 
 // The resolved entry points, each a pointer of the function's own type, and
 // where they came from.

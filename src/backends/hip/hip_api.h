@@ -170,6 +170,21 @@ struct HipApi {
   static Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     return Hip().hipMemGetInfo(free_bytes, total_bytes);
   }
+
+  // --- Interprocess memory (runtime_ipc.h) -----------------------------------
+  using IpcMemHandle = hipIpcMemHandle_t;
+  static constexpr unsigned kIpcMemLazyEnablePeerAccess =
+      hipIpcMemLazyEnablePeerAccess;
+  static Error IpcGetMemHandle(IpcMemHandle* handle, void* ptr) {
+    return Hip().hipIpcGetMemHandle(handle, ptr);
+  }
+  static Error IpcOpenMemHandle(void** ptr, IpcMemHandle handle,
+                                unsigned flags) {
+    return Hip().hipIpcOpenMemHandle(ptr, handle, flags);
+  }
+  static Error IpcCloseMemHandle(void* ptr) {
+    return Hip().hipIpcCloseMemHandle(ptr);
+  }
 };
 
 }  // namespace hip_internal

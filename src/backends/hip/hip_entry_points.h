@@ -70,7 +70,10 @@ using HipHostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
   X(hipFree, decltype(&::hipFree))                                           \
   X(hipHostMalloc, HipHostMallocFn)                                          \
   X(hipHostFree, decltype(&::hipHostFree))                                   \
-  X(hipMemGetInfo, decltype(&::hipMemGetInfo))
+  X(hipMemGetInfo, decltype(&::hipMemGetInfo))                               \
+  X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle))                     \
+  X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle))                   \
+  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))
 
 // The resolved entry points, each a pointer of the function's own type, and
 // where they came from.

@@ -15,7 +15,7 @@
 //
 // Its helpers: runtime_status.h (the error choke point), runtime_guards.h
 // (current device, Relaxed capture mode), runtime_checks.h (CU mask and
-// priority checks).
+// priority checks), runtime_ipc.h (the IPC primitives, its base class).
 //
 // The Api traits struct must provide (every function is a static forward that
 // returns Api::Error):
@@ -45,6 +45,8 @@
 //   memory     Malloc(void**, size_t), Free(void*),
 //              HostAlloc(void**, size_t, unsigned), FreeHost(void*),
 //              MemGetInfo(size_t* free, size_t* total)
+//   ipc        IpcMemHandle, kIpcMemLazyEnablePeerAccess, IpcGetMemHandle,
+//              IpcOpenMemHandle, IpcCloseMemHandle (runtime_ipc.h)
 //   optional   kSupportsCuMask; when true also kCuMaskStreamPriority,
 //              kCuMaskStreamNonBlocking (what the CU-mask create call gives)
 //              and ExtStreamCreateWithCuMask(Stream*, uint32_t,
@@ -77,13 +79,14 @@
 #include "src/backends/runtime/runtime_capture.h"
 #include "src/backends/runtime/runtime_checks.h"
 #include "src/backends/runtime/runtime_guards.h"
+#include "src/backends/runtime/runtime_ipc.h"
 #include "src/backends/runtime/runtime_status.h"
 
 namespace gpupool {
 namespace runtime_internal {
 
 template <typename Api>
-class RuntimeBackend final : public Backend {
+class RuntimeBackend final : public RuntimeIpc<Api> {
  public:
   using Error = typename Api::Error;
   using Stream = typename Api::Stream;
@@ -440,7 +443,8 @@ class RuntimeBackend final : public Backend {
   enum : int { kPolicyUnknown = 0, kPolicySupported = 1, kPolicyAbsent = 2 };
 
   explicit RuntimeBackend(int device_count)
-      : device_count_(device_count),
+      : RuntimeIpc<Api>(device_count),
+        device_count_(device_count),
         stream_not_ready_(RuntimeStatus<Api>::ErrorToStatus(
             Api::kErrorNotReady, "StreamQuery", kNoDevice,
             CallKind::kCompletion)),
@@ -459,13 +463,7 @@ class RuntimeBackend final : public Backend {
   static Event ToEvent(NativeEvent event) { return static_cast<Event>(event); }
 
   absl::Status CheckDevice(int device) const {
-    if (ABSL_PREDICT_TRUE(device >= 0 && device < device_count_)) {
-      return absl::OkStatus();
-    }
-    return FaultError(
-        Fault::kCaller, absl::StatusCode::kInvalidArgument,
-        absl::StrCat(Api::kCallPrefix, " device ", device,
-                     " is out of range [0, ", device_count_, ")"));
+    return CheckDeviceRange<Api>(device, device_count_);
   }
 
   absl::StatusOr<bool> AccessPolicyWindowSupported(int device) {

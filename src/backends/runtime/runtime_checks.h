@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/backend.h"
@@ -22,6 +23,17 @@ namespace runtime_internal {
 // A CU mask is a HIP extension; where it exists the create call takes no
 // flags or priority, so a config asking for others would be silently
 // ignored. Both cases are the caller's to fix.
+// OK when `device` is in [0, device_count); else kCaller InvalidArgument.
+template <typename Api>
+absl::Status CheckDeviceRange(int device, int device_count) {
+  if (ABSL_PREDICT_TRUE(device >= 0 && device < device_count)) {
+    return absl::OkStatus();
+  }
+  return FaultError(Fault::kCaller, absl::StatusCode::kInvalidArgument,
+                    absl::StrCat(Api::kCallPrefix, " device ", device,
+                                 " is out of range [0, ", device_count, ")"));
+}
+
 template <typename Api>
 absl::Status CheckCuMask(int device, const StreamConfig& config) {
   if (config.cu_mask.empty()) return absl::OkStatus();

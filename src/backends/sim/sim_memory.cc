@@ -109,6 +109,14 @@ absl::Status SimBackend::Free(int device, void* ptr, MemoryKind kind) {
     }
     d.memory[sim_internal::KindIndex(kind)].live_bytes -= it->second.bytes;
     d.allocations.erase(it);
+    // Freeing an exported allocation that another process still has mapped
+    // is undefined behaviour on the runtimes: the free happens, loudly.
+    if (const int importers = state_->ipc.OnFree(address); importers > 0) {
+      (void)misuse.Flag(absl::StrCat(
+          "Free: exported allocation ", sim_internal::Hex(address),
+          " on device ", device, " is still mapped by ", importers,
+          " other process(es) (undefined behaviour on CUDA and HIP)"));
+    }
     d.allocations_freed.fetch_add(1, std::memory_order_relaxed);
   }
   sim_internal::ChargeLatency(state_->options.profile.free);

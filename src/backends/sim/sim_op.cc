@@ -45,6 +45,12 @@ absl::string_view SimOpName(SimOp op) {
       return "Free";
     case SimOp::kMemoryInfo:
       return "GetMemoryInfo";
+    case SimOp::kIpcGetHandle:
+      return "GetIpcHandle";
+    case SimOp::kIpcOpenHandle:
+      return "OpenIpcHandle";
+    case SimOp::kIpcCloseHandle:
+      return "CloseIpcHandle";
   }
   return "UnknownSimOp";
 }

@@ -35,6 +35,7 @@
 #include "gpupool/sim_backend.h"
 #include "src/backends/sim/sim_device.h"
 #include "src/backends/sim/sim_handles.h"
+#include "src/backends/sim/sim_ipc.h"
 
 namespace gpupool {
 namespace sim_internal {
@@ -234,6 +235,9 @@ struct SimBackend::State {
   std::atomic<int64_t> graph_misuse_count{0};
   mutable absl::Mutex graph_misuse_mu;
   std::vector<std::string> graph_misuse_log ABSL_GUARDED_BY(graph_misuse_mu);
+  // The shared-memory IPC registry (sim_ipc.h), named by
+  // options.ipc_namespace.
+  sim_internal::SimIpc ipc{options.ipc_namespace};
 };
 
 }  // namespace gpupool

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "tests/backends/fake_runtime/fake_runtime_state.h"
@@ -313,5 +314,35 @@ FAKE_API int cudaFreeHost(void* ptr) {
 FAKE_API int FAKE(MemGetInfo)(size_t* free_bytes, size_t* total_bytes) {
   *free_bytes = S().free_bytes;
   *total_bytes = S().total_bytes;
+  return Count(gpupool_fake::kSuccess);
+}
+
+// --- Interprocess memory -----------------------------------------------------
+
+struct FakeIpcHandle {
+  unsigned char reserved[64];
+};
+
+FAKE_API int FAKE(IpcGetMemHandle)(FakeIpcHandle* handle, void* ptr) {
+  if (ptr == nullptr) return Count(gpupool_fake::kInvalidValue);
+  std::memset(handle->reserved, 0, sizeof(handle->reserved));
+  std::memcpy(handle->reserved, &ptr, sizeof(ptr));
+  handle->reserved[sizeof(ptr)] = gpupool_fake::kIpcMagic;
+  ++S().ipc_handles_made;
+  return Count(gpupool_fake::kSuccess);
+}
+FAKE_API int FAKE(IpcOpenMemHandle)(void** ptr, FakeIpcHandle handle,
+                                    unsigned flags) {
+  S().last_ipc_open_flags = flags;
+  if (handle.reserved[sizeof(void*)] != gpupool_fake::kIpcMagic) {
+    return Count(gpupool_fake::kInvalidValue);
+  }
+  std::memcpy(ptr, handle.reserved, sizeof(*ptr));
+  ++S().ipc_opens;
+  return Count(gpupool_fake::kSuccess);
+}
+FAKE_API int FAKE(IpcCloseMemHandle)(void* ptr) {
+  if (ptr == nullptr) return Count(gpupool_fake::kInvalidValue);
+  ++S().ipc_closes;
   return Count(gpupool_fake::kSuccess);
 }

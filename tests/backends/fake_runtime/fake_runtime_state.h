@@ -76,7 +76,16 @@ struct State {
   int last_stream_priority = 0;
   unsigned last_event_flags = 0;
   int mode_at_last_query = -1;
+
+  // IPC: what the fake saw. Its handle is the pointer's bytes followed by
+  // kIpcMagic; an open of any other bytes fails with kInvalidValue.
+  int ipc_handles_made = 0;
+  int ipc_opens = 0;
+  int ipc_closes = 0;
+  unsigned last_ipc_open_flags = 0;
 };
+
+inline constexpr unsigned char kIpcMagic = 0xA7;
 
 }  // namespace gpupool_fake
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -331,6 +332,32 @@ struct FakeApi {
     R::device_at_last_call = R::current_device;
     *free_bytes = 1 << 20;
     *total_bytes = 1 << 30;
+    return kSuccess;
+  }
+
+  // IPC: the handle carries the pointer and the device it was taken on.
+  struct IpcMemHandle {
+    char reserved[64];
+  };
+  static constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;
+  static inline unsigned last_ipc_open_flags = 0;
+  static Error IpcGetMemHandle(IpcMemHandle* handle, void* ptr) {
+    R::device_at_last_call = R::current_device;
+    std::memset(handle->reserved, 0, sizeof(handle->reserved));
+    std::memcpy(handle->reserved, &ptr, sizeof(ptr));
+    handle->reserved[sizeof(ptr)] = static_cast<char>(R::current_device);
+    return kSuccess;
+  }
+  static Error IpcOpenMemHandle(void** ptr, IpcMemHandle handle,
+                                unsigned flags) {
+    R::device_at_last_call = R::current_device;
+    last_ipc_open_flags = flags;
+    if (handle.reserved[sizeof(void*)] == 'X') return kFakeInvalidValue;
+    std::memcpy(ptr, handle.reserved, sizeof(*ptr));
+    return kSuccess;
+  }
+  static Error IpcCloseMemHandle(void*) {
+    R::device_at_last_call = R::current_device;
     return kSuccess;
   }
 };
@@ -868,6 +895,35 @@ TEST_F(RuntimeTemplateTest, RefusedQueryRevealsACaptureAtReturn) {
   EXPECT_EQ(pool.GetStats().discarded_faulty, 1);
   EXPECT_EQ(pool.GetStats().idle, 0);
   FakeRuntime::query_error = kFakeSuccess;
+}
+
+TEST_F(RuntimeTemplateTest, IpcCallsRunOnTheirDeviceAndCarryTheHandleBytes) {
+  FakeRuntime::current_device = 0;
+  int storage = 0;
+  absl::StatusOr<IpcMemHandle> handle = backend_->GetIpcHandle(1, &storage);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  EXPECT_EQ(FakeRuntime::device_at_last_call, 1);
+  EXPECT_EQ(FakeRuntime::current_device, 0);
+  EXPECT_EQ(handle->bytes[sizeof(void*)], 1);  // the device byte the fake set
+
+  absl::StatusOr<void*> opened = backend_->OpenIpcHandle(1, *handle);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, &storage);
+  EXPECT_EQ(FakeApi::last_ipc_open_flags, FakeApi::kIpcMemLazyEnablePeerAccess);
+  EXPECT_TRUE(backend_->CloseIpcHandle(1, *opened).ok());
+  EXPECT_EQ(FakeRuntime::current_device, 0);
+}
+
+TEST_F(RuntimeTemplateTest, IpcErrorsGoThroughTheChokePoint) {
+  IpcMemHandle forged;
+  forged.bytes[sizeof(void*)] = 'X';
+  absl::StatusOr<void*> opened = backend_->OpenIpcHandle(0, forged);
+  EXPECT_EQ(opened.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(FaultOf(opened.status()), Fault::kCaller);
+  EXPECT_EQ(backend_->GetIpcHandle(0, nullptr).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(backend_->CloseIpcHandle(2, &forged).code(),
+            Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The public handles of capture-private pools (gpupool/graph_pool.h) and the
-// AllocationCache methods that make them; the policy is in graph_pool.cc.
+// AllocationCache methods that make them; the policy is in graph/pool.cc.
 
 #include <memory>
 #include <utility>
@@ -10,7 +10,7 @@
 #include "gpupool/allocation_cache.h"
 #include "gpupool/graph_pool.h"
 #include "src/allocation/cache_core.h"
-#include "src/allocation/graph_pool.h"
+#include "src/allocation/graph/pool.h"
 
 namespace gpupool {
 

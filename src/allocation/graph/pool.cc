@@ -2,9 +2,9 @@
 // capture routes, and the AllocationCacheCore policy around them (routing an
 // allocation by its stream's capture id, returns into a pool, release back
 // to the general cache, blocks held for captures nobody registered). See
-// graph_pool.h and gpupool/graph_pool.h.
+// graph/pool.h and gpupool/graph_pool.h.
 
-#include "src/allocation/graph_pool.h"
+#include "src/allocation/graph/pool.h"
 
 #include <algorithm>
 #include <atomic>

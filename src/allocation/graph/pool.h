@@ -1,7 +1,7 @@
 // Capture-private pools of the allocation cache (gpupool/graph_pool.h): the
 // state of one pool, the capture routes (CaptureScopes) that send a capture's
 // allocations to it, and the blocks held for captures the cache was not told
-// about. The policy lives in graph_pool.cc (AllocationCacheCore methods).
+// about. The policy lives in graph/pool.cc (AllocationCacheCore methods).
 //
 // Thread safety: each pool's block lists under its own mutex; the routes and
 // the registry of pools under the registry's mutex; `open_routes` is read

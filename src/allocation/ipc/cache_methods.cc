@@ -1,0 +1,54 @@
+// Sharing stable buffers with other processes: the cache's side of
+// ExportStable / Import (the bookkeeping is in exports.* and
+// imports.*, the cross-process counts in refs.*).
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/allocation/cache_core.h"
+
+namespace gpupool::internal {
+
+absl::StatusOr<IpcHandle> AllocationCacheCore::ExportStable(
+    absl::string_view name, int device, size_t bytes) {
+  FreeReleasedExports();
+  absl::StatusOr<void*> ptr = AcquireStable(name, device, bytes);
+  if (!ptr.ok()) return ptr.status();
+  return ipc_exports_.Export(name, device, *ptr, bytes);
+}
+
+absl::StatusOr<ImportedBuffer> AllocationCacheCore::Import(
+    const IpcHandle& handle, int device) {
+  if (absl::Status usable = CheckUsable(device, "Import"); !usable.ok()) {
+    return usable;
+  }
+  if (handle.bytes == 0) {
+    return absl::InvalidArgumentError(
+        "AllocationCache::Import: the handle names 0 bytes");
+  }
+  return ipc_imports_->Import(handle, device);
+}
+
+IpcStats AllocationCacheCore::GetIpcStats() const {
+  IpcStats stats;
+  stats.export_calls = ipc_exports_.export_calls();
+  stats.exports = ipc_exports_.exports();
+  stats.versions_waiting = ipc_exports_.versions_waiting();
+  ipc_imports_->FillStats(&stats);
+  return stats;
+}
+
+absl::Status AllocationCacheCore::FreeStableMemory(AllocationShard& shard,
+                                                   void* ptr) {
+  if (!ipc_exports_.MayFree(shard.device(), ptr)) return absl::OkStatus();
+  return FreeRaw(shard, ptr);
+}
+
+void AllocationCacheCore::FreeReleasedExports() {
+  for (const auto& [device, ptr] : ipc_exports_.TakeFreeable()) {
+    FreeRaw(Shard(device, MemoryKind::kDevice), ptr).IgnoreError();
+  }
+}
+
+}  // namespace gpupool::internal

@@ -1,0 +1,90 @@
+// IpcExports: the exporter side of the allocation cache's IPC (stable buffers
+// shared with other processes). One runtime handle per buffer version, made
+// on first export and kept; a version claims a slot in the cache's shared
+// reference table (ipc/refs.h) that importers pin while they have it mapped,
+// and a version being freed (the buffer grew, or was released) whose slot is
+// still pinned waits in `waiting_` instead of being freed: freeing memory
+// another process has mapped is undefined behaviour on CUDA and HIP.
+//
+// Thread safety: one mutex, held across the one runtime call per version
+// (export is not a hot path; every caller of one buffer waits for the same
+// handle).
+
+#ifndef GPUPOOL_SRC_ALLOCATION_IPC_EXPORTS_H_
+#define GPUPOOL_SRC_ALLOCATION_IPC_EXPORTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gpupool/backend.h"
+#include "gpupool/ipc_handle.h"
+#include "src/allocation/ipc/refs.h"
+#include "src/kernel/mutex.h"
+
+namespace gpupool::internal {
+
+class IpcExports {
+ public:
+  explicit IpcExports(Backend& backend);
+  IpcExports(const IpcExports&) = delete;
+  IpcExports& operator=(const IpcExports&) = delete;
+
+  // This cache's random exporter id (in every handle it makes).
+  uint64_t exporter_id() const { return exporter_id_; }
+
+  // The handle of the stable buffer `name` now at `ptr` on `device`
+  // (`bytes` asked for): the kept one when `ptr` is already exported, else
+  // a new version made with one GetIpcHandle call.
+  absl::StatusOr<IpcHandle> Export(absl::string_view name, int device,
+                                   void* ptr, size_t bytes);
+
+  // The memory of a stable buffer is about to be freed. True: free it now.
+  // False: it is exported and still mapped by an importer; it now waits, and
+  // TakeFreeable hands it out once no importer has it.
+  bool MayFree(int device, void* ptr);
+  // Waiting versions no importer has mapped any more: (device, ptr) to free.
+  std::vector<std::pair<int, void*>> TakeFreeable();
+  // Drops everything a poisoned `device` exported (its memory is gone).
+  void DropDevice(int device);
+
+  // Our own version `version` of some buffer: its local pointer, or
+  // nullptr when it is not exported (any more).
+  void* LocalPointer(uint64_t version) const;
+
+  int64_t exports() const;           // versions exported
+  int64_t export_calls() const;      // Export calls
+  int64_t versions_waiting() const;  // freed versions still mapped
+
+ private:
+  struct Version {
+    IpcHandle handle;
+    void* ptr = nullptr;
+  };
+
+  Backend& backend_;
+  const uint64_t exporter_id_;
+  mutable Mutex mu_;
+  std::unique_ptr<IpcRefs> refs_ ABSL_GUARDED_BY(mu_);
+  // Live exported versions by (device, ptr).
+  absl::flat_hash_map<std::pair<int, uintptr_t>, Version> live_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<Version> waiting_ ABSL_GUARDED_BY(mu_);
+  int64_t exports_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t export_calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// A process-wide version counter (also the shared table's slot tags):
+// versions never repeat in a process, like CU_POINTER_ATTRIBUTE_BUFFER_ID.
+uint64_t NextIpcVersion();
+// A random 64-bit id (exporter ids).
+uint64_t RandomIpcId();
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_IPC_EXPORTS_H_

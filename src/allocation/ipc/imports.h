@@ -1,0 +1,94 @@
+// IpcImports: the importer side of the allocation cache's IPC. One runtime
+// open per (exporter, buffer, version, device) per process however many
+// threads and leases ask; the mapping is closed once a newer version of the
+// same buffer was imported (superseded) and its last lease is gone, on Trim,
+// and at exit while the runtime is alive; never in a fork() child (leaked,
+// like every pool's handles there). A poisoned device's mappings are
+// forgotten without a runtime call. Before it opens a version the importer
+// pins the exporter's reference slot (ipc/refs.h); it unpins after closing.
+//
+// Thread safety: one mutex; runtime calls are made without it. Threads
+// importing a version that is being opened wait for that open.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_IPC_IMPORTS_H_
+#define GPUPOOL_SRC_ALLOCATION_IPC_IMPORTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "gpupool/backend.h"
+#include "gpupool/ipc_handle.h"
+#include "gpupool/pool_stats.h"
+#include "src/allocation/ipc/exports.h"
+#include "src/allocation/ipc/refs.h"
+#include "src/kernel/mutex.h"
+#include "src/kernel/pool_lifetime.h"
+
+namespace gpupool::internal {
+
+struct IpcMapping {
+  IpcHandle handle;
+  int device = -1;
+  void* base = nullptr;
+  int leases = 0;
+  bool opening = true;
+  bool superseded = false;
+  std::shared_ptr<IpcRefs> refs;
+};
+
+class IpcImports : public std::enable_shared_from_this<IpcImports> {
+ public:
+  // `lifetime` and `exports` (this cache's own exports) must outlive every
+  // call made before Close().
+  IpcImports(Backend& backend, const PoolLifetime& lifetime,
+             IpcExports& exports);
+  IpcImports(const IpcImports&) = delete;
+  IpcImports& operator=(const IpcImports&) = delete;
+
+  absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
+  void Release(IpcMapping* mapping);
+
+  // Closes the unleased mappings of `device` (-1: all devices).
+  void CloseUnleased(int device);
+  // Forgets `device`'s mappings without runtime calls (poisoned device).
+  void DropDevice(int device);
+  // The cache is going away: later releases leak instead of calling the
+  // runtime (it may be unloading).
+  void Close();
+
+  void FillStats(IpcStats* stats) const;
+  void AppendOutstanding(std::vector<OutstandingLease>* out) const;
+
+ private:
+  // (exporter pid, exporter id, buffer id, local device).
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t, int>;
+
+  ImportedBuffer MakeLease(IpcMapping* mapping, bool local, void* data);
+  // Runtime close (or a drop) of an unleased mapping taken out of the maps.
+  void CloseMapping(std::unique_ptr<IpcMapping> mapping);
+  absl::StatusOr<std::shared_ptr<IpcRefs>> RefsOf(const IpcHandle& handle);
+
+  Backend& backend_;
+  const PoolLifetime& lifetime_;
+  IpcExports& exports_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<Key, std::unique_ptr<IpcMapping>> current_
+      ABSL_GUARDED_BY(mu_);
+  // Superseded mappings with leases still out.
+  std::vector<std::unique_ptr<IpcMapping>> superseded_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<IpcRefs>>
+      refs_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped when an open ends (made or failed): what waiters wait for.
+  uint64_t opens_ended_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t local_leases_ ABSL_GUARDED_BY(mu_) = 0;
+  IpcStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_IPC_IMPORTS_H_

@@ -1,0 +1,112 @@
+// RuntimeIpc<Api>: the interprocess-memory primitives of RuntimeBackend<Api>
+// (legacy cudaIpc* / hipIpc*), kept apart from the rest of the backend. It is
+// RuntimeBackend's base class: Backend's IPC virtuals are overridden here and
+// the rest in runtime_backend.h.
+//
+// The Api traits struct must also provide:
+//   IpcMemHandle (cudaIpcMemHandle_t / hipIpcMemHandle_t, 64 bytes),
+//   kIpcMemLazyEnablePeerAccess, IpcGetMemHandle(IpcMemHandle*, void*),
+//   IpcOpenMemHandle(void**, IpcMemHandle, unsigned flags),
+//   IpcCloseMemHandle(void*).
+//
+// Runtime semantics (docs/backends.md, "IPC", has the sources): a handle
+// names the allocation's base; a re-open in one context returns the same
+// pointer and counts a reference on CUDA >= 11.1 (HIP need not return the
+// same pointer); opening one's own handle fails; freeing an exported
+// allocation before every importer closed it is undefined behaviour.
+//
+// Thread safety: no state beyond the device count.
+
+#ifndef GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_IPC_H_
+#define GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_IPC_H_
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "gpupool/backend.h"
+#include "src/backends/runtime/runtime_checks.h"
+#include "src/backends/runtime/runtime_guards.h"
+#include "src/backends/runtime/runtime_status.h"
+
+namespace gpupool {
+namespace runtime_internal {
+
+template <typename Api>
+class RuntimeIpc : public Backend {
+ public:
+  static_assert(sizeof(typename Api::IpcMemHandle) == kIpcMemHandleBytes,
+                "the runtime's IPC handle must fit gpupool::IpcMemHandle");
+
+  absl::StatusOr<IpcMemHandle> GetIpcHandle(int device, void* ptr) override {
+    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
+        !valid.ok()) {
+      return valid;
+    }
+    if (ptr == nullptr) return NullPointer("IpcGetMemHandle", device);
+    CurrentDeviceGuard<Api> guard(device);
+    if (!guard.status().ok()) return guard.status();
+    RelaxedCaptureMode<Api> relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
+    typename Api::IpcMemHandle native;
+    std::memset(&native, 0, sizeof(native));
+    absl::Status status = RuntimeStatus<Api>::ToStatus(
+        Api::IpcGetMemHandle(&native, ptr), "IpcGetMemHandle", device);
+    if (!status.ok()) return status;
+    IpcMemHandle handle;
+    std::memcpy(handle.bytes.data(), &native, sizeof(native));
+    return handle;
+  }
+
+  absl::StatusOr<void*> OpenIpcHandle(int device,
+                                      const IpcMemHandle& handle) override {
+    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
+        !valid.ok()) {
+      return valid;
+    }
+    CurrentDeviceGuard<Api> guard(device);
+    if (!guard.status().ok()) return guard.status();
+    RelaxedCaptureMode<Api> relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
+    typename Api::IpcMemHandle native;
+    std::memcpy(&native, handle.bytes.data(), sizeof(native));
+    void* ptr = nullptr;
+    absl::Status status = RuntimeStatus<Api>::ToStatus(
+        Api::IpcOpenMemHandle(&ptr, native, Api::kIpcMemLazyEnablePeerAccess),
+        "IpcOpenMemHandle", device);
+    if (!status.ok()) return status;
+    return ptr;
+  }
+
+  absl::Status CloseIpcHandle(int device, void* ptr) override {
+    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
+        !valid.ok()) {
+      return valid;
+    }
+    if (ptr == nullptr) return NullPointer("IpcCloseMemHandle", device);
+    CurrentDeviceGuard<Api> guard(device);
+    if (!guard.status().ok()) return guard.status();
+    RelaxedCaptureMode<Api> relaxed(device);
+    if (!relaxed.status().ok()) return relaxed.status();
+    return RuntimeStatus<Api>::ToStatus(Api::IpcCloseMemHandle(ptr),
+                                        "IpcCloseMemHandle", device);
+  }
+
+ protected:
+  explicit RuntimeIpc(int device_count) : device_count_(device_count) {}
+
+ private:
+  static absl::Status NullPointer(absl::string_view call, int device) {
+    return FaultError(Fault::kCaller, absl::StatusCode::kInvalidArgument,
+                      absl::StrCat(Api::kCallPrefix, call, " on device ",
+                                   device, ": null pointer"));
+  }
+
+  const int device_count_;
+};
+
+}  // namespace runtime_internal
+}  // namespace gpupool
+
+#endif  // GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_IPC_H_

@@ -1,0 +1,370 @@
+// SimIpc: the simulator's shared-memory IPC registry (sim_ipc.h says how).
+
+#include "src/backends/sim/sim_ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpupool {
+namespace sim_internal {
+
+// At the start of every segment; the allocation's bytes follow at
+// kSegmentDataOffset. Lock-free atomics only: two processes share it.
+struct SegmentHeader {
+  uint64_t magic;
+  uint64_t export_id;
+  uint64_t instance;
+  uint64_t bytes;
+  int32_t exporter_pid;
+  int32_t device;
+  std::atomic<int32_t> live;       // 1 until the exporter frees it
+  std::atomic<int32_t> importers;  // processes that have it mapped now
+};
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+
+namespace {
+
+constexpr uint64_t kHandleMagic = 0x6370696d69737067;   // "gpsimipc"
+constexpr uint64_t kSegmentMagic = 0x74676573636d6973;  // "simcsegt"
+constexpr uint32_t kHandleVersion = 1;
+constexpr size_t kSegmentDataOffset = 4096;
+
+// Field offsets in the handle bytes.
+constexpr size_t kMagicAt = 0, kVersionAt = 8, kDeviceAt = 12, kPidAt = 16,
+                 kExportIdAt = 24, kBytesAt = 32, kInstanceAt = 40,
+                 kChecksumAt = 48;
+
+struct DecodedHandle {
+  int device;
+  int32_t pid;
+  uint64_t export_id;
+  uint64_t bytes;
+  uint64_t instance;
+};
+
+template <typename T>
+void Put(IpcMemHandle& handle, size_t at, T value) {
+  std::memcpy(handle.bytes.data() + at, &value, sizeof(value));
+}
+template <typename T>
+T Get(const IpcMemHandle& handle, size_t at) {
+  T value;
+  std::memcpy(&value, handle.bytes.data() + at, sizeof(value));
+  return value;
+}
+
+// FNV-1a over the fields before the checksum.
+uint64_t Checksum(const IpcMemHandle& handle) {
+  uint64_t hash = 0xcbf29ce484222325;
+  for (size_t i = 0; i < kChecksumAt; ++i) {
+    hash = (hash ^ handle.bytes[i]) * 0x100000001b3;
+  }
+  return hash;
+}
+
+IpcMemHandle Encode(const DecodedHandle& d) {
+  IpcMemHandle handle;
+  Put(handle, kMagicAt, kHandleMagic);
+  Put(handle, kVersionAt, kHandleVersion);
+  Put(handle, kDeviceAt, static_cast<int32_t>(d.device));
+  Put(handle, kPidAt, d.pid);
+  Put(handle, kExportIdAt, d.export_id);
+  Put(handle, kBytesAt, d.bytes);
+  Put(handle, kInstanceAt, d.instance);
+  Put(handle, kChecksumAt, Checksum(handle));
+  return handle;
+}
+
+absl::Status Refuse(absl::StatusCode code, std::string message) {
+  return FaultError(Fault::kCaller, code, absl::StrCat("sim: ", message));
+}
+
+absl::StatusOr<DecodedHandle> Decode(const IpcMemHandle& handle) {
+  if (Get<uint64_t>(handle, kMagicAt) != kHandleMagic) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: not an IPC handle (bad magic)");
+  }
+  if (Get<uint32_t>(handle, kVersionAt) != kHandleVersion) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("OpenIpcHandle: unknown handle format version ",
+                               Get<uint32_t>(handle, kVersionAt)));
+  }
+  if (Get<uint64_t>(handle, kChecksumAt) != Checksum(handle)) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: corrupt handle (checksum mismatch)");
+  }
+  for (size_t i = kChecksumAt + 8; i < kIpcMemHandleBytes; ++i) {
+    if (handle.bytes[i] != 0) {
+      return Refuse(absl::StatusCode::kInvalidArgument,
+                    "OpenIpcHandle: corrupt handle (reserved bytes set)");
+    }
+  }
+  return DecodedHandle{
+      Get<int32_t>(handle, kDeviceAt), Get<int32_t>(handle, kPidAt),
+      Get<uint64_t>(handle, kExportIdAt), Get<uint64_t>(handle, kBytesAt),
+      Get<uint64_t>(handle, kInstanceAt)};
+}
+
+std::string SanitizedNamespace(const std::string& name) {
+  if (name.empty()) return absl::StrCat("uid", getuid());
+  std::string out;
+  for (char c : name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9') || c == '-' || c == '_';
+    out.push_back(plain ? c : '_');
+  }
+  return out;
+}
+
+uint64_t RandomInstance() {
+  std::random_device device;
+  uint64_t value = (uint64_t{device()} << 32) ^ device();
+  return value ^ (static_cast<uint64_t>(getpid()) << 17);
+}
+
+// Maps the whole segment of `fd` (header + `bytes`).
+SegmentHeader* MapSegment(int fd, size_t bytes) {
+  void* base = mmap(nullptr, kSegmentDataOffset + bytes, PROT_READ | PROT_WRITE,
+                    MAP_SHARED, fd, 0);
+  return base == MAP_FAILED ? nullptr : static_cast<SegmentHeader*>(base);
+}
+
+void* DataOf(SegmentHeader* header) {
+  return reinterpret_cast<char*>(header) + kSegmentDataOffset;
+}
+
+}  // namespace
+
+SimIpc::SimIpc(const std::string& ipc_namespace)
+    : namespace_(SanitizedNamespace(ipc_namespace)),
+      instance_(RandomInstance()) {}
+
+SimIpc::~SimIpc() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [address, segment] : exported_) {
+    segment.header->live.store(0, std::memory_order_release);
+    unlink(segment.path.c_str());
+    Unmap(segment);
+  }
+  for (auto& [key, mapping] : imported_) {
+    mapping.segment.header->importers.fetch_sub(1, std::memory_order_acq_rel);
+    Unmap(mapping.segment);
+  }
+}
+
+std::string SimIpc::SegmentPath(uint64_t instance, uint64_t export_id) const {
+  return absl::StrFormat("/dev/shm/gpupool-sim-%s-%016x-%x", namespace_,
+                         instance, export_id);
+}
+
+void SimIpc::Unmap(Segment& segment) {
+  if (segment.header != nullptr) {
+    munmap(segment.header, kSegmentDataOffset + segment.mapped_bytes);
+  }
+  if (segment.fd >= 0) close(segment.fd);  // also drops our flock
+  segment.header = nullptr;
+  segment.fd = -1;
+}
+
+absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
+                                            size_t bytes) {
+  absl::MutexLock lock(&mu_);
+  auto it = exported_.find(address);
+  if (it != exported_.end()) return it->second.handle;
+  const uint64_t export_id = next_export_id_++;
+  Segment segment;
+  segment.path = SegmentPath(instance_, export_id);
+  segment.fd =
+      open(segment.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (segment.fd < 0) {
+    return FaultError(Fault::kResource, absl::StatusCode::kInternal,
+                      absl::StrCat("sim: GetIpcHandle: cannot create ",
+                                   segment.path, ": ", strerror(errno)));
+  }
+  // The shared lock says "the exporter is alive" until this process exits.
+  if (flock(segment.fd, LOCK_SH) != 0 ||
+      ftruncate(segment.fd, kSegmentDataOffset + bytes) != 0 ||
+      (segment.header = MapSegment(segment.fd, bytes)) == nullptr) {
+    const int error = errno;
+    unlink(segment.path.c_str());
+    Unmap(segment);
+    return FaultError(Fault::kResource, absl::StatusCode::kInternal,
+                      absl::StrCat("sim: GetIpcHandle: cannot set up ",
+                                   segment.path, ": ", strerror(error)));
+  }
+  segment.mapped_bytes = bytes;
+  SegmentHeader* header = segment.header;
+  header->magic = kSegmentMagic;
+  header->export_id = export_id;
+  header->instance = instance_;
+  header->bytes = bytes;
+  header->exporter_pid = getpid();
+  header->device = device;
+  header->importers.store(0, std::memory_order_relaxed);
+  header->live.store(1, std::memory_order_release);
+  segment.handle = Encode(
+      {device, getpid(), export_id, static_cast<uint64_t>(bytes), instance_});
+  ++exports_;
+  IpcMemHandle handle = segment.handle;
+  exported_.emplace(address, std::move(segment));
+  return handle;
+}
+
+int SimIpc::OnFree(uintptr_t address) {
+  absl::MutexLock lock(&mu_);
+  auto it = exported_.find(address);
+  if (it == exported_.end()) return 0;
+  Segment& segment = it->second;
+  segment.header->live.store(0, std::memory_order_release);
+  const int importers =
+      segment.header->importers.load(std::memory_order_acquire);
+  unlink(segment.path.c_str());
+  Unmap(segment);
+  exported_.erase(it);
+  return importers;
+}
+
+void* SimIpc::ExportedBytes(uintptr_t address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = exported_.find(address);
+  return it == exported_.end() ? nullptr : DataOf(it->second.header);
+}
+
+int SimIpc::ImportersOf(uintptr_t address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = exported_.find(address);
+  if (it == exported_.end()) return 0;
+  return it->second.header->importers.load(std::memory_order_acquire);
+}
+
+absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
+  absl::StatusOr<DecodedHandle> decoded = Decode(handle);
+  if (!decoded.ok()) return decoded.status();
+  if (decoded->pid == getpid()) {
+    // Like cuIpcOpenMemHandle in the exporting process: refused.
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: the handle was exported by this process "
+                  "(use the local pointer)");
+  }
+  if (decoded->device != device) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("OpenIpcHandle: the handle names device ",
+                               decoded->device, ", opened on device ", device));
+  }
+  const std::pair<uint64_t, uint64_t> key{decoded->instance,
+                                          decoded->export_id};
+  absl::MutexLock lock(&mu_);
+  auto known = imported_.find(key);
+  if (known != imported_.end()) {
+    ++known->second.references;
+    return DataOf(known->second.segment.header);
+  }
+  Mapping mapping;
+  mapping.device = device;
+  Segment& segment = mapping.segment;
+  segment.path = SegmentPath(decoded->instance, decoded->export_id);
+  const std::string stale =
+      absl::StrCat("OpenIpcHandle: stale handle: export ", decoded->export_id,
+                   " of process ", decoded->pid, " (");
+  segment.fd = open(segment.path.c_str(), O_RDWR | O_CLOEXEC);
+  if (segment.fd < 0) {
+    return Refuse(absl::StatusCode::kNotFound,
+                  absl::StrCat(stale, "the exporter freed the allocation)"));
+  }
+  // Taking the lock exclusively succeeds only when no exporter holds it.
+  if (flock(segment.fd, LOCK_EX | LOCK_NB) == 0) {
+    unlink(segment.path.c_str());  // the exporter died: clean up after it
+    Unmap(segment);
+    return Refuse(absl::StatusCode::kNotFound,
+                  absl::StrCat(stale, "the exporter exited)"));
+  }
+  struct stat info;
+  if (fstat(segment.fd, &info) != 0 ||
+      static_cast<uint64_t>(info.st_size) !=
+          kSegmentDataOffset + decoded->bytes ||
+      (segment.header = MapSegment(segment.fd, decoded->bytes)) == nullptr) {
+    Unmap(segment);
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: the handle does not match its segment");
+  }
+  segment.mapped_bytes = decoded->bytes;
+  const SegmentHeader& header = *segment.header;
+  if (header.magic != kSegmentMagic || header.export_id != decoded->export_id ||
+      header.instance != decoded->instance || header.bytes != decoded->bytes ||
+      header.exporter_pid != decoded->pid || header.device != device) {
+    Unmap(segment);
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: the handle does not match its segment");
+  }
+  segment.header->importers.fetch_add(1, std::memory_order_acq_rel);
+  if (header.live.load(std::memory_order_acquire) == 0) {
+    segment.header->importers.fetch_sub(1, std::memory_order_acq_rel);
+    Unmap(segment);
+    return Refuse(absl::StatusCode::kNotFound,
+                  absl::StrCat(stale, "the exporter freed the allocation)"));
+  }
+  segment.handle = handle;
+  mapping.references = 1;
+  void* ptr = DataOf(segment.header);
+  ++maps_;
+  by_address_.emplace(reinterpret_cast<uintptr_t>(ptr), key);
+  imported_.emplace(key, std::move(mapping));
+  return ptr;
+}
+
+absl::Status SimIpc::Close(int device, void* ptr) {
+  absl::MutexLock lock(&mu_);
+  auto where = by_address_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (where == by_address_.end()) {
+    return Refuse(
+        absl::StatusCode::kNotFound,
+        absl::StrFormat("CloseIpcHandle: %p is not an open mapping", ptr));
+  }
+  auto it = imported_.find(where->second);
+  Mapping& mapping = it->second;
+  if (mapping.device != device) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  absl::StrCat("CloseIpcHandle: the mapping is on device ",
+                               mapping.device, ", closed on device ", device));
+  }
+  if (--mapping.references > 0) return absl::OkStatus();
+  mapping.segment.header->importers.fetch_sub(1, std::memory_order_acq_rel);
+  Unmap(mapping.segment);
+  ++unmaps_;
+  by_address_.erase(where);
+  imported_.erase(it);
+  return absl::OkStatus();
+}
+
+int64_t SimIpc::exports() const {
+  absl::MutexLock lock(&mu_);
+  return exports_;
+}
+int64_t SimIpc::maps() const {
+  absl::MutexLock lock(&mu_);
+  return maps_;
+}
+int64_t SimIpc::unmaps() const {
+  absl::MutexLock lock(&mu_);
+  return unmaps_;
+}
+int SimIpc::mappings_live() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(imported_.size());
+}
+
+}  // namespace sim_internal
+}  // namespace gpupool

@@ -1,0 +1,102 @@
+// The other process of ipc_test.cc: an AllocationCache over a SimBackend in
+// the IPC namespace argv[1], driven one command per line on stdin, one answer
+// line per command on stdout. Serialized handles travel as hex.
+//
+//   export NAME BYTES FILL  ExportStable + fill its bytes -> HANDLE | err CODE
+//   release NAME            ReleaseStable                 -> ok | err CODE
+//   import HANDLE           Import, keep the lease        -> ok BYTE | err CODE
+//   drop                    release every lease kept      -> ok
+//   trim                    Trim()                        -> ok
+//   stats                   -> EXPORTS OPENS CLOSES HITS MAPPINGS LEASES
+//   WAITING sim                     -> GETHANDLE OPEN CLOSE FREE MISUSES quit
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/ipc_handle.h"
+#include "gpupool/sim_backend.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  gpupool::SimOptions options;
+  options.ipc_namespace = argv[1];
+  options.on_misuse = [](absl::string_view message) {
+    std::cerr << "peer misuse: " << message << std::endl;
+  };
+  gpupool::SimBackend sim(options);
+  std::vector<gpupool::ImportedBuffer> leases;
+  {
+    gpupool::EventPool events(sim);
+    gpupool::AllocationCache cache(sim, events);
+    std::string command;
+    while (std::cin >> command) {
+      if (command == "export") {
+        std::string name;
+        size_t bytes = 0;
+        int fill = 0;
+        std::cin >> name >> bytes >> fill;
+        absl::StatusOr<gpupool::IpcHandle> handle =
+            cache.ExportStable(name, 0, bytes);
+        if (!handle.ok()) {
+          std::cout << "err " << handle.status().raw_code() << std::endl;
+          continue;
+        }
+        void* ptr = *cache.AcquireStable(name, 0, bytes);
+        std::memset(sim.ExportedBytes(ptr), fill, bytes);
+        std::cout << absl::BytesToHexString(handle->Serialize()) << std::endl;
+      } else if (command == "release") {
+        std::string name;
+        std::cin >> name;
+        absl::Status status = cache.ReleaseStable(name, 0);
+        std::cout << (status.ok() ? "ok"
+                                  : "err " + std::to_string(status.raw_code()))
+                  << std::endl;
+      } else if (command == "import") {
+        std::string hex;
+        std::cin >> hex;
+        absl::StatusOr<gpupool::IpcHandle> handle =
+            gpupool::IpcHandle::Parse(absl::HexStringToBytes(hex));
+        absl::StatusOr<gpupool::ImportedBuffer> lease =
+            handle.ok()
+                ? cache.Import(*handle, 0)
+                : absl::StatusOr<gpupool::ImportedBuffer>(handle.status());
+        if (lease.ok()) {
+          std::cout << "ok " << int{*static_cast<unsigned char*>(lease->data())}
+                    << std::endl;
+          leases.push_back(*std::move(lease));
+        } else {
+          std::cout << "err " << lease.status().raw_code() << std::endl;
+        }
+      } else if (command == "drop") {
+        leases.clear();
+        std::cout << "ok" << std::endl;
+      } else if (command == "trim") {
+        (void)cache.Trim();
+        std::cout << "ok" << std::endl;
+      } else if (command == "stats") {
+        const gpupool::IpcStats s = cache.GetIpcStats();
+        std::cout << s.exports << " " << s.opens << " " << s.closes << " "
+                  << s.import_hits << " " << s.mappings_live << " "
+                  << s.import_leases << " " << s.versions_waiting << std::endl;
+      } else if (command == "sim") {
+        std::cout << sim.calls(gpupool::SimOp::kIpcGetHandle) << " "
+                  << sim.calls(gpupool::SimOp::kIpcOpenHandle) << " "
+                  << sim.calls(gpupool::SimOp::kIpcCloseHandle) << " "
+                  << sim.calls(gpupool::SimOp::kFree) << " "
+                  << sim.misuse_count() << std::endl;
+      } else if (command == "quit") {
+        leases.clear();
+        break;
+      } else {
+        return 4;
+      }
+    }
+  }
+  return 0;
+}
