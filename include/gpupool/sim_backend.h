@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
@@ -64,11 +65,11 @@ enum class SimOp {
   kMemoryInfo,
 };
 inline constexpr int kSimOpCount = static_cast<int>(SimOp::kMemoryInfo) + 1;
-absl::string_view SimOpName(SimOp op);
+GPUPOOL_EXPORT absl::string_view SimOpName(SimOp op);
 
 // Latencies charged (slept, outside locks) per primitive, and the runtime's
 // blocking semantics.
-struct SimProfile {
+struct GPUPOOL_EXPORT SimProfile {
   std::string name = "instant";
   absl::Duration stream_create = absl::ZeroDuration();
   absl::Duration stream_destroy = absl::ZeroDuration();
@@ -100,7 +101,7 @@ struct SimProfile {
   static SimProfile RocmMi300x();
 };
 
-struct SimOptions {
+struct GPUPOOL_EXPORT SimOptions {
   int device_count = 1;
   SimProfile profile = SimProfile::Instant();
   // Total memory per device (device kind); pinned host memory is unlimited
@@ -111,7 +112,7 @@ struct SimOptions {
   std::function<void(absl::string_view)> on_misuse;
 };
 
-class SimBackend : public Backend {
+class GPUPOOL_EXPORT SimBackend : public Backend {
  public:
   explicit SimBackend(SimOptions options = {});
   // Reports every handle still live on a device that is not poisoned as a

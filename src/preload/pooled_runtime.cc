@@ -22,6 +22,7 @@
 #include "gpupool/config.h"
 #include "gpupool/pools.h"
 #include "src/core/fork_safe_mutex.h"
+#include "src/preload/environment_check.h"
 #include "src/preload/guarded_backend.h"
 #include "src/preload/runtime_call_guard.h"
 
@@ -82,13 +83,6 @@ void PrintStatsAtExit() {
     const std::string report = runtime->StatsReport();
     if (!report.empty()) std::fprintf(stderr, "%s", report.c_str());
   }
-}
-
-// As for ProcessPools(): any value but empty or "0".
-bool StatsRequested() {
-  const char* value = std::getenv("GPUPOOL_STATS");
-  return value != nullptr && value[0] != '\0' &&
-         !(value[0] == '0' && value[1] == '\0');
 }
 
 std::string Seconds(absl::Duration duration) {
