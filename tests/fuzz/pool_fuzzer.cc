@@ -13,7 +13,7 @@
 //     FailedPrecondition, never a lease;
 //   * the simulator saw no misuse (use after destroy, double free, wrong
 //     device, ...) and no runtime call named a device after the pools had
-//     marked it poisoned (tests/checking_backend.h);
+//     marked it poisoned (tests/util/checking_backend.h);
 //   * an input that injected no fault leaks nothing.
 //
 // A violated invariant prints the reason and traps, so libFuzzer keeps the
@@ -50,7 +50,7 @@
 #include "gpupool/pool_options.h"
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
-#include "tests/checking_backend.h"
+#include "tests/util/checking_backend.h"
 
 namespace gpupool {
 namespace {
@@ -578,9 +578,9 @@ class Session {
                  "a leased event was destroyed");
     }
     std::sort(handles.begin(), handles.end());
-    FUZZ_CHECK(std::adjacent_find(handles.begin(), handles.end()) ==
-                   handles.end(),
-               "a stream or event in two leases");
+    FUZZ_CHECK(
+        std::adjacent_find(handles.begin(), handles.end()) == handles.end(),
+        "a stream or event in two leases");
     // No two live allocations overlap (per device and kind: the simulator's
     // address regions are disjoint per device and kind anyway).
     std::vector<std::pair<uintptr_t, uintptr_t>>& ranges = scratch_ranges_;

@@ -47,7 +47,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
-#include "tests/checking_backend.h"
+#include "tests/util/checking_backend.h"
 
 namespace gpupool {
 namespace {

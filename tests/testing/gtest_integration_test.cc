@@ -21,7 +21,7 @@
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
-#include "tests/test_util.h"
+#include "tests/util/test_util.h"
 
 namespace gpupool {
 namespace {

@@ -1,0 +1,148 @@
+// One block of runtime memory owned by the allocation cache, and the
+// intrusive lists that index it. A block is always in exactly one place: a
+// lease (in use), a shard's ready or pending lists (cached), a shard's
+// retiring list, or in the hands of one thread between two of these.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_BLOCK_H_
+#define GPUPOOL_SRC_ALLOCATION_BLOCK_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/container/inlined_vector.h"
+#include "gpupool/backend.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/source_location.h"
+
+namespace gpupool::internal {
+
+struct AllocationBlock;
+
+// What became of a block whose safety had to be proven with the runtime.
+enum class BlockState {
+  kIdle,     // no work of its uses is pending (or the new stream waits on it)
+  kPending,  // some work may still be pending: keep it, check later
+  kDrop,     // the device is dead (poisoned): forget it without a call
+  kLeak,     // unprovable (bad event or stream, runtime unloading): forget it
+};
+
+// Links of a block in one intrusive list. Intrusive so that moving a block
+// between lists never allocates and removal from the middle is O(1).
+struct BlockLinks {
+  AllocationBlock* prev = nullptr;
+  AllocationBlock* next = nullptr;
+};
+
+struct AllocationBlock {
+  // --- Fixed for the life of the block ---
+  void* ptr = nullptr;
+  size_t size = 0;      // bytes obtained from the runtime (the class size)
+  int size_class = -1;  // -1: uncached (above max_cached_block_bytes)
+  int device = -1;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t generation = 0;  // DeviceHealth generation it was allocated in
+
+  // --- While leased ---
+  size_t requested = 0;
+  NativeStream stream = nullptr;  // Allocate's stream
+  // Streams whose work may use the memory: `stream` plus RecordUse, distinct,
+  // never nullptr.
+  absl::InlinedVector<NativeStream, 2> uses;
+  uint64_t lease_id = 0;
+  SourceLocation where;
+
+  // --- While cached or retiring ---
+  // The single stream all pending events were recorded on (same-stream reuse
+  // is safe at once); nullptr when used on several streams.
+  NativeStream release_stream = nullptr;
+  // Ready events recorded at release, one per used stream; empty when the
+  // block is idle for every stream.
+  absl::InlinedVector<PooledEvent, 1> events;
+
+  // `links` is the block's place in the in-use, ready, pending or retiring
+  // list; `stream_links` in its bin's per-stream list while pending on one
+  // stream.
+  BlockLinks links;
+  BlockLinks stream_links;
+};
+
+// A doubly linked list threaded through `AllocationBlock::*kLinks`; front is
+// the newest for LIFO use, back the oldest. Does not own its blocks.
+template <BlockLinks AllocationBlock::*kLinks>
+class BlockList {
+ public:
+  bool empty() const { return front_ == nullptr; }
+  size_t size() const { return size_; }
+  AllocationBlock* front() const { return front_; }
+  AllocationBlock* back() const { return back_; }
+  static AllocationBlock* Next(const AllocationBlock* block) {
+    return (block->*kLinks).next;
+  }
+
+  void PushFront(AllocationBlock* block) {
+    BlockLinks& links = block->*kLinks;
+    links.prev = nullptr;
+    links.next = front_;
+    if (front_ != nullptr) {
+      (front_->*kLinks).prev = block;
+    } else {
+      back_ = block;
+    }
+    front_ = block;
+    ++size_;
+  }
+
+  void PushBack(AllocationBlock* block) {
+    BlockLinks& links = block->*kLinks;
+    links.next = nullptr;
+    links.prev = back_;
+    if (back_ != nullptr) {
+      (back_->*kLinks).next = block;
+    } else {
+      front_ = block;
+    }
+    back_ = block;
+    ++size_;
+  }
+
+  // `block` must be in this list.
+  void Remove(AllocationBlock* block) {
+    BlockLinks& links = block->*kLinks;
+    if (links.prev != nullptr) {
+      (links.prev->*kLinks).next = links.next;
+    } else {
+      front_ = links.next;
+    }
+    if (links.next != nullptr) {
+      (links.next->*kLinks).prev = links.prev;
+    } else {
+      back_ = links.prev;
+    }
+    links = BlockLinks{};
+    --size_;
+  }
+
+  AllocationBlock* PopFront() {
+    AllocationBlock* block = front_;
+    if (block != nullptr) Remove(block);
+    return block;
+  }
+
+  AllocationBlock* PopBack() {
+    AllocationBlock* block = back_;
+    if (block != nullptr) Remove(block);
+    return block;
+  }
+
+ private:
+  AllocationBlock* front_ = nullptr;
+  AllocationBlock* back_ = nullptr;
+  size_t size_ = 0;
+};
+
+using PrimaryList = BlockList<&AllocationBlock::links>;
+using StreamList = BlockList<&AllocationBlock::stream_links>;
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_BLOCK_H_

@@ -1,0 +1,287 @@
+// The allocation policy of the cache: Allocate (same stream, ready, checked
+// pending blocks, then a new block from the runtime) and Return. See
+// cache_core.h for the other jobs' files.
+
+#include "src/allocation/cache_core.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/optimization.h"
+#include "absl/strings/str_cat.h"
+#include "src/allocation/size_classes.h"
+#include "src/kernel/process_state.h"
+
+namespace gpupool::internal {
+namespace {
+
+constexpr MemoryKind kKinds[] = {MemoryKind::kDevice, MemoryKind::kPinnedHost};
+
+bool IsKnownKind(MemoryKind kind) {
+  return kind == MemoryKind::kDevice || kind == MemoryKind::kPinnedHost;
+}
+
+AllocationCacheOptions Sanitize(AllocationCacheOptions options) {
+  options.max_cached_block_bytes =
+      std::min(options.max_cached_block_bytes, kMaxSizeClassBytes);
+  options.pending_checks_per_allocate =
+      std::max(options.pending_checks_per_allocate, 0);
+  return options;
+}
+
+}  // namespace
+
+void AllocationLeaseOwner::Return(void* handle, uint64_t /*lease_id*/,
+                                  uint32_t /*site*/, uint64_t /*generation*/,
+                                  bool /*discard*/) {
+  core_->Return(static_cast<AllocationBlock*>(handle));
+  Drop();
+}
+
+AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
+                                         std::shared_ptr<DeviceHealth> health,
+                                         AllocationCacheOptions options)
+    : backend_(backend),
+      options_(Sanitize(options)),
+      lifetime_(backend,
+                health != nullptr ? std::move(health) : events.health()),
+      fence_(backend, events, lifetime_.device_health(),
+             options_.event_config) {
+  const int devices = lifetime_.device_count();
+  const int classes = SizeClassCount(options_.max_cached_block_bytes);
+  device_cached_bytes_ = std::make_unique<DeviceBytes[]>(std::max(devices, 1));
+  for (int device = 0; device < devices; ++device) {
+    for (MemoryKind kind : kKinds) {
+      shards_.push_back(std::make_unique<AllocationShard>(
+          device, kind, classes, options_.max_cached_bytes,
+          &device_cached_bytes_[device].value));
+    }
+  }
+}
+
+AllocationCacheCore::~AllocationCacheCore() {
+  // A parent thread may have held a shard lock at fork() time and its lists
+  // may be half-updated: touch nothing in a child (the lifetime leaks the
+  // health the same way).
+  if (Forked()) {
+    for (auto& shard : shards_) shard.release();  // NOLINT: deliberate leak
+  }
+}
+
+absl::Status AllocationCacheCore::CheckUsable(int device,
+                                              absl::string_view what) {
+  // The usual answer without building the caller's name for a message.
+  if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {
+    return absl::OkStatus();
+  }
+  return lifetime_.CheckEntry(absl::StrCat("AllocationCache::", what), "cache",
+                              device, [this](int d) { DropStale(d); });
+}
+
+void AllocationCacheCore::DropStale(int device) {
+  for (MemoryKind kind : kKinds) {
+    BlockVector stale;
+    Shard(device, kind).TakeStale(generation(device), &stale);
+    DeleteBlocks(stale);
+  }
+}
+
+void AllocationCacheCore::DeleteBlocks(const BlockVector& blocks) {
+  for (AllocationBlock* block : blocks) delete block;
+}
+
+AllocationBlock* AllocationCacheCore::NewBlock(const AllocationShard& shard,
+                                               void* ptr, size_t size,
+                                               int size_class,
+                                               uint64_t generation) {
+  auto* block = new AllocationBlock();
+  block->ptr = ptr;
+  block->size = size;
+  block->size_class = size_class;
+  block->device = shard.device();
+  block->kind = shard.kind();
+  block->generation = generation;
+  return block;
+}
+
+void AllocationCacheCore::MakeLeaseAnchors() {
+  std::shared_ptr<AllocationCacheCore> self = shared_from_this();
+  lease_anchors_.reserve(shards_.size());
+  for (const auto& shard : shards_) {
+    lease_anchors_.push_back(new AllocationLeaseOwner(self, shard.get()));
+  }
+}
+
+void AllocationCacheCore::DropLeaseAnchors() {
+  // Owners with leases still out live on (and keep the core) until the last
+  // of them returns.
+  for (AllocationLeaseOwner* owner : lease_anchors_) owner->Drop();
+  lease_anchors_.clear();
+}
+
+PooledAllocation AllocationCacheCore::MakeLease(AllocationBlock* block) {
+  return PooledAllocation(
+      Lease(lease_anchors_[ShardIndex(block->device, block->kind)]->Hold(),
+            block, block->lease_id, /*site=*/0, block->generation),
+      *block);
+}
+
+absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
+    int device, size_t bytes, MemoryKind kind, NativeStream stream,
+    SourceLocation where) {
+  if (absl::Status usable = CheckUsable(device, "Allocate"); !usable.ok()) {
+    return usable;
+  }
+  if (bytes == 0) {
+    return absl::InvalidArgumentError(
+        "AllocationCache::Allocate: bytes must be > 0");
+  }
+  if (!IsKnownKind(kind)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllocationCache::Allocate: unknown MemoryKind ",
+                     static_cast<int>(kind)));
+  }
+  AllocationShard& shard = Shard(device, kind);
+  const LeaseRequest request{bytes, stream, where};
+  if (bytes > options_.max_cached_block_bytes) {
+    return AllocateUncached(shard, request);
+  }
+  const int size_class = SizeClassIndex(bytes);
+
+  // 1. Same stream (safe at once in stream order), else a ready block, else
+  //    a few of the oldest pending blocks to check outside the lock.
+  BlockVector candidates;
+  BlockVector stale;
+  AllocationBlock* block = shard.TakeCached(
+      size_class, request, options_.pending_checks_per_allocate,
+      generation(device), &candidates, &stale);
+  DeleteBlocks(stale);
+  if (block != nullptr) {
+    // A same-stream hit keeps its ready events (already consumed: the new
+    // work is ordered after them) as spares that the next release
+    // re-records, instead of a round trip through the EventPool per cycle.
+    // A ready block has none.
+    return MakeLease(block);
+  }
+
+  // 2. Blocks released on other streams: usable once their events
+  //    completed, or at once when the new stream waits on them.
+  if (!candidates.empty()) {
+    block = TakeFromCandidates(shard, candidates, request);
+    if (block != nullptr) return MakeLease(block);
+    if (poisoned(device)) return lifetime_.PoisonedError(device);
+  }
+
+  // 3. A new block from the runtime.
+  PollRetiring(shard);
+  // Polling (or freeing) a retired block can meet a sticky fault: no runtime
+  // allocation on a device that just died.
+  if (poisoned(device)) {
+    return AllocationFailed(shard, lifetime_.PoisonedError(device));
+  }
+  const size_t rounded = SizeClassBytes(size_class);
+  const uint64_t block_generation = generation(device);
+  absl::StatusOr<void*> ptr = RuntimeAllocate(shard, bytes, rounded);
+  if (!ptr.ok()) return ptr.status();
+  block = NewBlock(shard, *ptr, rounded, size_class, block_generation);
+  shard.LeaseNew(block, request, Tally::kMiss);
+  return MakeLease(block);
+}
+
+absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
+    AllocationShard& shard, const LeaseRequest& request) {
+  const uint64_t block_generation = generation(shard.device());
+  absl::StatusOr<void*> ptr =
+      RuntimeAllocate(shard, request.bytes, request.bytes);
+  if (!ptr.ok()) return ptr.status();
+  AllocationBlock* block = NewBlock(shard, *ptr, request.bytes,
+                                    /*size_class=*/-1, block_generation);
+  shard.LeaseNew(block, request, Tally::kUncached);
+  return MakeLease(block);
+}
+
+AllocationBlock* AllocationCacheCore::TakeFromCandidates(
+    AllocationShard& shard, const BlockVector& candidates,
+    const LeaseRequest& request) {
+  const bool wait_on_stream =
+      request.stream != nullptr &&
+      options_.cross_stream == CrossStreamPolicy::kWaitOnStream;
+  AllocationBlock* chosen = nullptr;
+  bool waited = false;
+  BlockVector keep;
+  BlockVector dropped;
+  BlockVector leaked;
+  for (AllocationBlock* candidate : candidates) {
+    if (chosen != nullptr) {
+      keep.push_back(candidate);
+      continue;
+    }
+    // An earlier candidate's sticky fault poisoned the device: the others
+    // are dropped without another runtime call.
+    if (poisoned(candidate->device)) {
+      dropped.push_back(candidate);
+      continue;
+    }
+    BlockState state = BlockState::kPending;
+    if (wait_on_stream) {
+      state = fence_.MakeStreamWait(candidate, request.stream);
+      waited = state == BlockState::kIdle;
+    }
+    // Fall back to a query only after a plain failure of the wait
+    // (kPending): a sticky fault (kDrop) or an unloading runtime (kLeak)
+    // must not be followed by another runtime call.
+    if (!waited && state == BlockState::kPending) {
+      state = fence_.QueryEvents(candidate);
+    }
+    switch (state) {
+      case BlockState::kIdle:
+        chosen = candidate;
+        break;
+      case BlockState::kPending:
+        keep.push_back(candidate);
+        break;
+      case BlockState::kDrop:
+        dropped.push_back(candidate);
+        break;
+      case BlockState::kLeak:
+        leaked.push_back(candidate);
+        break;
+    }
+  }
+  // Consumed (waited on or complete): back to the EventPool.
+  if (chosen != nullptr) chosen->events.clear();
+  BlockVector garbage;
+  chosen =
+      shard.SettleCandidates(chosen, waited, keep, dropped, leaked, request,
+                             generation(shard.device()), &garbage);
+  DeleteBlocks(garbage);
+  return chosen;
+}
+
+void AllocationCacheCore::Return(AllocationBlock* block) {
+  // A fork() child takes no lock and makes no runtime call: the memory
+  // belongs to the parent's context. The record is leaked with it.
+  if (Forked()) return;
+  AllocationShard& shard = Shard(block->device, block->kind);
+  const int device = block->device;
+
+  BlockState state = BlockState::kIdle;
+  if (closed_.load(std::memory_order_acquire) || ProcessIsExiting()) {
+    state = BlockState::kLeak;
+  } else if (poisoned(device) || block->generation != generation(device)) {
+    state = BlockState::kDrop;
+  } else {
+    state = fence_.RecordReadyEvents(block);
+  }
+
+  const AllocationShard::TakenBack taken =
+      shard.TakeBack(block, state, generation(device));
+  delete taken.to_delete;
+  if (taken.to_free != nullptr) FreeBlock(shard, taken.to_free).IgnoreError();
+  if (taken.to_poll != nullptr) CheckRetiring(shard, taken.to_poll);
+}
+
+}  // namespace gpupool::internal

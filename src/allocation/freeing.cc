@@ -1,0 +1,165 @@
+// Freeing and retiring in the allocation cache: Trim, the exit drain and
+// close, and the one path by which a block leaves the cache — freed through
+// the runtime once provably idle, or retired (dropped / leaked) without a
+// call. Memory the GPU may still touch is never freed.
+
+#include <utility>
+#include <vector>
+
+#include "src/allocation/cache_core.h"
+#include "src/kernel/process_state.h"
+
+namespace gpupool::internal {
+
+absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
+  if (absl::Status usable = CheckUsable(device, "Trim"); !usable.ok()) {
+    // A poisoned device has nothing left to trim: its blocks were dropped.
+    const bool dead = !Forked() && !ProcessIsExiting() &&
+                      lifetime_.InRange(device) && poisoned(device);
+    return dead ? absl::OkStatus() : usable;
+  }
+  absl::Status first;
+  for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
+    const size_t cached = device_cached_bytes_[device].value.load();
+    const size_t excess = cached > keep_bytes ? cached - keep_bytes : 0;
+    first.Update(
+        ReleaseCached(Shard(device, kind), excess, /*with_retiring=*/true)
+            .status);
+  }
+  return first;
+}
+
+absl::Status AllocationCacheCore::TrimAll() {
+  absl::Status first;
+  for (int device = 0; device < lifetime_.device_count(); ++device) {
+    first.Update(Trim(device, 0));
+  }
+  if (lifetime_.device_count() == 0 && !lifetime_.device_count_status().ok()) {
+    return lifetime_.device_count_status();
+  }
+  return first;
+}
+
+void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
+  if (close) closed_.store(true, std::memory_order_release);
+  for (const auto& shard_ptr : shards_) {
+    AllocationShard& shard = *shard_ptr;
+    BlockVector blocks;
+    BlockVector stale;
+    std::vector<void*> stable;
+    shard.TakeEverything(close, /*leak=*/!call_runtime,
+                         generation(shard.device()), &blocks, &stable, &stale);
+    DeleteBlocks(stale);
+    if (!call_runtime) {
+      DeleteBlocks(blocks);
+      continue;
+    }
+    ReleaseBlocks(shard, std::move(blocks));
+    for (void* ptr : stable) FreeRaw(shard, ptr).IgnoreError();
+  }
+}
+
+void AllocationCacheCore::DrainForExit() {
+  if (Forked()) return;
+  FreeEverything(/*close=*/false, /*call_runtime=*/true);
+}
+
+AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
+    AllocationShard& shard, size_t bytes, bool with_retiring) {
+  BlockVector blocks;
+  BlockVector stale;
+  shard.TakeForRelease(bytes, with_retiring, generation(shard.device()),
+                       &blocks, &stale);
+  DeleteBlocks(stale);
+  return ReleaseBlocks(shard, std::move(blocks));
+}
+
+AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
+    AllocationShard& shard, BlockVector blocks) {
+  Released released;
+  BlockVector pending;
+  for (AllocationBlock* block : blocks) {
+    if (poisoned(block->device)) {
+      // A dead context: no query, no free, ever.
+      released.status.Update(Dispose(shard, block, BlockState::kDrop));
+      continue;
+    }
+    const BlockState state = fence_.QueryEvents(block);
+    if (state == BlockState::kPending) {
+      pending.push_back(block);
+      continue;
+    }
+    released.bytes += block->size;
+    released.status.Update(Dispose(shard, block, state));
+  }
+  for (AllocationBlock* block : pending) {
+    released.bytes += block->size;
+    // An earlier block's sticky fault may have poisoned the device since the
+    // loop above: never wait on (or free) a dead context.
+    const BlockState state = poisoned(block->device)
+                                 ? BlockState::kDrop
+                                 : fence_.SynchronizeEvents(block);
+    released.status.Update(Dispose(shard, block, state));
+  }
+  return released;
+}
+
+absl::Status AllocationCacheCore::Dispose(AllocationShard& shard,
+                                          AllocationBlock* block,
+                                          BlockState state) {
+  if (state == BlockState::kIdle) return FreeBlock(shard, block);
+  shard.Retire(state == BlockState::kDrop ? Departure::kDropped
+                                          : Departure::kLeaked);
+  delete block;
+  return absl::OkStatus();
+}
+
+absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
+                                            AllocationBlock* block) {
+  absl::Status status;
+  if (poisoned(block->device) ||
+      block->generation != generation(block->device)) {
+    shard.Retire(Departure::kDropped);
+  } else {
+    status = FreeRaw(shard, block->ptr);
+  }
+  delete block;
+  return status;
+}
+
+absl::Status AllocationCacheCore::FreeRaw(AllocationShard& shard, void* ptr) {
+  if (poisoned(shard.device())) {
+    shard.Retire(Departure::kDropped);
+    return absl::OkStatus();
+  }
+  absl::Status status = backend_.Free(shard.device(), ptr, shard.kind());
+  if (FaultOf(status) == Fault::kDevice) {
+    device_health().Poison(shard.device(), status);
+  }
+  shard.Retire(Departure::kDestroyed);
+  return status;
+}
+
+void AllocationCacheCore::PollRetiring(AllocationShard& shard) {
+  AllocationBlock* block = shard.TakeOldestRetiring();
+  if (block != nullptr) CheckRetiring(shard, block);
+}
+
+void AllocationCacheCore::CheckRetiring(AllocationShard& shard,
+                                        AllocationBlock* block) {
+  // A sticky fault since the block retired (e.g. the free Return made just
+  // before polling it) leaves a dead context: drop it without a call.
+  if (poisoned(block->device) ||
+      block->generation != generation(block->device)) {
+    Dispose(shard, block, BlockState::kDrop).IgnoreError();
+    return;
+  }
+  const BlockState state = fence_.QueryEvents(block);
+  if (state == BlockState::kPending) {
+    shard.RestoreRetiring(block);
+    return;
+  }
+  Dispose(shard, block, state).IgnoreError();
+}
+
+}  // namespace gpupool::internal

@@ -1,0 +1,243 @@
+// One (device, MemoryKind) shard of the allocation cache, sealed: the free
+// lists of every size class, the retiring list, the leases out, the stable
+// buffers, the counters and the count of blocks in its care, all private
+// under one lock. Each method is one step of the cache's policy taken under
+// that lock; none calls the runtime, so the cache (AllocationCacheCore) makes
+// every runtime call between two of them with the lock released.
+//
+// Per size class ("bin") a cached block is in one of two lists:
+//   ready    no pending work anywhere: any request may take it (LIFO);
+//   pending  events recorded at release may still be pending (FIFO by release
+//            time, so the oldest — likeliest complete — is checked first).
+// A pending block used on exactly one stream is also in its bin's per-stream
+// LIFO, so a request on that stream takes it in O(1) without any check.
+//
+// Blocks of an older device generation (the device was poisoned) are taken
+// out by every method that is given the current generation and handed back
+// in `stale` for the caller to delete (counted as dropped).
+
+#ifndef GPUPOOL_SRC_ALLOCATION_SHARD_H_
+#define GPUPOOL_SRC_ALLOCATION_SHARD_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "gpupool/pool_stats.h"
+#include "gpupool/source_location.h"
+#include "src/allocation/block.h"
+#include "src/kernel/cache_line_allocator.h"
+#include "src/kernel/handle_care.h"
+#include "src/kernel/lease_ids.h"
+#include "src/kernel/mutex.h"
+
+namespace gpupool::internal {
+
+using BlockVector = std::vector<AllocationBlock*>;
+
+// What a lease asks for.
+struct LeaseRequest {
+  size_t bytes = 0;
+  NativeStream stream = nullptr;
+  SourceLocation where;
+};
+
+// Counters bumped by the cache's policy (gauges and departures are kept by
+// the shard's own methods).
+enum class Tally {
+  kMiss,
+  kUncached,
+  kOomRetry,
+  kFailedAllocation,
+};
+
+// A buffer of AcquireStable. `busy` while one thread (re)allocates it
+// outside the lock; others wait for it.
+struct StableBuffer {
+  void* ptr = nullptr;
+  size_t capacity = 0;
+  uint64_t generation = 0;
+  bool busy = false;
+};
+
+// Cache-line aligned, its bins on lines of their own: shards of different
+// devices are written by different threads on every hit and return.
+class alignas(kCacheLine) AllocationShard {
+ public:
+  // `device_cached_bytes` counts cached bytes of the device over all its
+  // shards (the max_cached_bytes cap is per device); it must outlive us.
+  AllocationShard(int device, MemoryKind kind, int size_class_count,
+                  size_t max_cached_bytes,
+                  std::atomic<size_t>* device_cached_bytes);
+  // Deletes the host-side records of blocks still listed (never frees
+  // memory: the cache handed those to the runtime first, or they are leaked).
+  ~AllocationShard();
+  AllocationShard(const AllocationShard&) = delete;
+  AllocationShard& operator=(const AllocationShard&) = delete;
+
+  int device() const { return device_; }
+  MemoryKind kind() const { return kind_; }
+
+  // --- Allocate -------------------------------------------------------------
+  // A cached block of `size_class` usable at once — pending on
+  // `request.stream` alone (newest first), else ready — leased and counted
+  // as a hit. Else nullptr, with up to `pending_checks` of the oldest pending
+  // blocks moved to `candidates` for the caller to check.
+  AllocationBlock* TakeCached(int size_class, const LeaseRequest& request,
+                              int pending_checks, uint64_t generation,
+                              BlockVector* candidates, BlockVector* stale);
+  // Settles checked candidates: leases `chosen` (a hit; `waited`: made safe
+  // by a stream wait) unless its generation is gone, puts `keep` back as the
+  // oldest pending blocks (retiring those the cap has no room for any more),
+  // and retires `dropped` and `leaked` (appended to `garbage` for the caller
+  // to delete). Returns the leased block or nullptr.
+  AllocationBlock* SettleCandidates(AllocationBlock* chosen, bool waited,
+                                    const BlockVector& keep,
+                                    const BlockVector& dropped,
+                                    const BlockVector& leaked,
+                                    const LeaseRequest& request,
+                                    uint64_t generation, BlockVector* garbage);
+  // Leases a block just allocated from the runtime (`tally`: a miss or an
+  // uncached allocation).
+  void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
+                Tally tally);
+
+  // --- Release --------------------------------------------------------------
+  struct TakenBack {
+    AllocationBlock* to_free = nullptr;    // idle and not cached: free it
+    AllocationBlock* to_poll = nullptr;    // oldest retiring block to check
+    AllocationBlock* to_delete = nullptr;  // retired (dropped or leaked)
+  };
+  // Takes back a leased block whose events were recorded with result
+  // `state`: cached within the cap, else retired until its events complete,
+  // else handed back to free. Dropped when its generation is no longer
+  // `generation`, leaked once the shard is closed.
+  TakenBack TakeBack(AllocationBlock* block, BlockState state,
+                     uint64_t generation);
+
+  // --- Freeing --------------------------------------------------------------
+  // Takes cached blocks, largest class first (ready before pending within a
+  // class), until at least `bytes` were taken, plus every retiring one when
+  // `with_retiring`.
+  void TakeForRelease(size_t bytes, bool with_retiring, uint64_t generation,
+                      BlockVector* out, BlockVector* stale);
+  // Takes everything the shard holds but its leases: cached and retiring
+  // blocks into `blocks`, stable buffers into `stable`. `close`: later
+  // releases leak. `leak`: what is taken is counted as leaked here (the
+  // runtime may not be called).
+  void TakeEverything(bool close, bool leak, uint64_t generation,
+                      BlockVector* blocks, std::vector<void*>* stable,
+                      BlockVector* stale);
+  void TakeStale(uint64_t generation, BlockVector* stale);
+  // The oldest retiring block, or nullptr; RestoreRetiring puts it back.
+  AllocationBlock* TakeOldestRetiring();
+  void RestoreRetiring(AllocationBlock* block);
+
+  // --- Stable buffers -------------------------------------------------------
+  struct StableClaim {
+    void* existing = nullptr;        // the buffer already holds the bytes
+    StableBuffer* buffer = nullptr;  // else: claimed (busy) for the caller
+  };
+  // Waits until no other thread (re)allocates `name`, then returns its
+  // buffer if it holds `bytes`, else claims the entry for the caller, who
+  // allocates the new buffer while the old one stays in place.
+  StableClaim ClaimStable(absl::string_view name, size_t bytes,
+                          uint64_t generation, BlockVector* stale);
+  // Ends a claim. With `ptr` (of `capacity` bytes, allocated in `generation`)
+  // installs it and returns the buffer it replaced for the caller to free
+  // (nullptr: none, or one of a dead generation, counted as dropped). With
+  // nullptr (the allocation failed) the old buffer stays unless its
+  // generation is no longer `generation`.
+  void* FinishStable(StableBuffer* buffer, void* ptr, size_t capacity,
+                     uint64_t generation);
+  // Empties `name`'s buffer; returns its memory (nullptr: none).
+  void* TakeStable(absl::string_view name, uint64_t generation,
+                   BlockVector* stale);
+
+  // --- Counting -------------------------------------------------------------
+  void Count(Tally tally);
+  // A runtime allocation succeeded: one more block in the shard's care.
+  void Admit();
+  // The single retire path: `count` handles left the shard's care.
+  void Retire(Departure how, int64_t count = 1);
+
+  AllocationCacheStats Stats() const;
+  void AppendOutstanding(std::vector<OutstandingLease>* out) const;
+
+ private:
+  struct Bin {
+    PrimaryList ready;
+    PrimaryList pending;
+    absl::flat_hash_map<NativeStream, StreamList> by_stream;
+  };
+
+  bool TryAddCachedLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool TryRestorePendingLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveCachedLocked(AllocationBlock* block, Bin& bin, bool pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnlinkFromStreamLocked(AllocationBlock* block, Bin& bin)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AllocationBlock* TakeSameStreamLocked(int size_class, NativeStream stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AllocationBlock* TakeReadyLocked(int size_class)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AllocationBlock* TakeOldestPendingLocked(int size_class)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t TakeCachedLocked(size_t bytes, BlockVector* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddRetiringLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AllocationBlock* TakeOldestRetiringLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeAllRetiringLocked(BlockVector* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaseLocked(AllocationBlock* block, const LeaseRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveInUseLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeStaleLocked(uint64_t generation, BlockVector* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  StableBuffer* StableEntryLocked(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void* TakeStableLocked(StableBuffer* buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int device_;
+  const MemoryKind kind_;
+  const size_t max_cached_bytes_;
+  std::atomic<size_t>* const device_cached_bytes_;
+
+  mutable Mutex mu_;
+  std::vector<Bin, CacheLineAllocator<Bin>> bins_ ABSL_GUARDED_BY(mu_);
+  // Lease ids, drawn in blocks from the process's counter (one shared write
+  // per 65,536 allocations, not one per allocation).
+  LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
+  PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
+  PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
+  uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Gauges and policy counters; the departure counters come from care_.
+  AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);
+  HandleCare care_ ABSL_GUARDED_BY(mu_);
+  // Set when the cache is destroyed: later releases leak.
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters
+  // hold a pointer to the entry across a rehash; entries are never erased.
+  absl::flat_hash_map<std::string, std::unique_ptr<StableBuffer>> stable_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_SHARD_H_

@@ -1,0 +1,133 @@
+// The stream-order fence of the allocation cache; see
+// stream_fence.h.
+
+#include "src/allocation/stream_fence.h"
+
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/kernel/fault_reaction.h"
+
+namespace gpupool::internal {
+namespace {
+
+PooledEvent TakeSpare(absl::InlinedVector<PooledEvent, 1>* spares) {
+  PooledEvent event = std::move(spares->back());
+  spares->pop_back();
+  return event;
+}
+
+}  // namespace
+
+BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
+  // Re-recording an event is allowed whatever its previous record's state,
+  // and nothing else waits on these. Unused spares go back to the EventPool.
+  const int device = block->device;
+  absl::InlinedVector<PooledEvent, 1> spares = std::move(block->events);
+  block->events.clear();
+  block->release_stream = nullptr;
+  NativeStream single_stream = nullptr;
+  for (NativeStream stream : block->uses) {
+    absl::StatusOr<PooledEvent> event =
+        spares.empty()
+            ? events_.Acquire(device, event_config_, absl::ZeroDuration(),
+                              SourceLocation::Internal())
+            : TakeSpare(&spares);
+    absl::Status status = event.status();
+    if (event.ok()) {
+      status = backend_.RecordEvent(device, event->get(), stream);
+      if (status.ok()) {
+        single_stream = stream;
+        block->events.push_back(*std::move(event));
+        continue;
+      }
+      if (FaultOf(status) != Fault::kDevice) event->Discard();
+    }
+    BlockState state = ReactTo(device, status);
+    // Discarding the event may itself have met a sticky fault: then the
+    // device is dead and nothing more may be called on it.
+    if (health_.is_poisoned(device)) state = BlockState::kDrop;
+    if (state == BlockState::kDrop || state == BlockState::kLeak) {
+      block->events.clear();
+      return state;
+    }
+    // No event: make sure this stream's work is done the slow way.
+    absl::Status synced = backend_.SynchronizeStream(device, stream);
+    if (!synced.ok()) {
+      state = ReactTo(device, synced);
+      block->events.clear();
+      // The work may still touch the memory and we cannot tell when it
+      // stops: never reuse or free it.
+      return state == BlockState::kDrop ? BlockState::kDrop : BlockState::kLeak;
+    }
+  }
+  if (block->events.size() == 1) block->release_stream = single_stream;
+  return block->events.empty() ? BlockState::kIdle : BlockState::kPending;
+}
+
+BlockState StreamOrderFence::QueryEvents(AllocationBlock* block) {
+  for (PooledEvent& event : block->events) {
+    absl::Status status = backend_.QueryEvent(block->device, event.get());
+    if (status.ok()) continue;
+    if (FaultOf(status) == Fault::kNotReady) return BlockState::kPending;
+    return ReactToEventFault(block, status);
+  }
+  block->events.clear();
+  return BlockState::kIdle;
+}
+
+BlockState StreamOrderFence::SynchronizeEvents(AllocationBlock* block) {
+  for (PooledEvent& event : block->events) {
+    absl::Status status = backend_.SynchronizeEvent(block->device, event.get());
+    if (!status.ok()) return ReactToEventFault(block, status);
+  }
+  block->events.clear();
+  return BlockState::kIdle;
+}
+
+BlockState StreamOrderFence::MakeStreamWait(AllocationBlock* block,
+                                            NativeStream stream) {
+  for (PooledEvent& event : block->events) {
+    absl::Status status =
+        backend_.StreamWaitEvent(block->device, stream, event.get());
+    if (status.ok()) continue;
+    if (status.code() == absl::StatusCode::kUnimplemented) {
+      return QueryEvents(block);
+    }
+    BlockState state = ReactTo(block->device, status);
+    return state == BlockState::kIdle ? BlockState::kPending : state;
+  }
+  block->events.clear();
+  return BlockState::kIdle;
+}
+
+BlockState StreamOrderFence::ReactToEventFault(AllocationBlock* block,
+                                               const absl::Status& status) {
+  BlockState state = ReactTo(block->device, status);
+  if (state == BlockState::kIdle) {
+    // A bad event (kResource): the work it guarded cannot be observed any
+    // more. Never reuse or free memory we cannot prove idle.
+    for (PooledEvent& event : block->events) event.Discard();
+    state = BlockState::kLeak;
+  }
+  block->events.clear();
+  return state;
+}
+
+BlockState StreamOrderFence::ReactTo(int device, const absl::Status& status) {
+  switch (ReactionTo(status)) {
+    case Reaction::kPoison:
+      health_.Poison(device, status);
+      return BlockState::kDrop;
+    case Reaction::kLeak:
+      return BlockState::kLeak;
+    case Reaction::kProceed:
+    case Reaction::kDestroy:
+      return BlockState::kIdle;
+  }
+  return BlockState::kIdle;
+}
+
+}  // namespace gpupool::internal

@@ -1,0 +1,65 @@
+// The stream-order fence of the allocation cache: proves, with ready events,
+// that the GPU work which used a block is done before the block is handed to
+// another stream or freed. At release a ready event is recorded on every
+// stream that used the block; a later request checks them (query), waits on
+// them (stream wait, no host sync) or, when freeing, synchronizes on them.
+// Faults are read through the one table in fault_reaction.h.
+//
+// Thread safety: stateless apart from its references; a block is in the
+// hands of one thread while the fence works on it.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_STREAM_FENCE_H_
+#define GPUPOOL_SRC_ALLOCATION_STREAM_FENCE_H_
+
+#include "absl/status/status.h"
+#include "gpupool/backend.h"
+#include "gpupool/device_health.h"
+#include "gpupool/event_pool.h"
+#include "src/allocation/block.h"
+
+namespace gpupool::internal {
+
+class StreamOrderFence {
+ public:
+  // All three must outlive the fence.
+  StreamOrderFence(Backend& backend, EventPool& events, DeviceHealth& health,
+                   const EventConfig& event_config)
+      : backend_(backend),
+        events_(events),
+        health_(health),
+        event_config_(event_config) {}
+
+  // Records a ready event on every stream that used the block (Allocate's
+  // stream and RecordUse's): one of the block's spare events (kept from a
+  // same-stream hit) when it has any, else one from the EventPool, taken
+  // without waiting (a full bounded pool must not stall a release for its
+  // acquire_timeout). With no event to be had, that stream is synchronized
+  // instead. kIdle: nothing is
+  // pending (no event recorded); kPending: events recorded; kDrop / kLeak:
+  // the block must be forgotten.
+  BlockState RecordReadyEvents(AllocationBlock* block);
+  // kIdle when every event of `block` completed (then they go back to the
+  // EventPool), kPending while any is pending.
+  BlockState QueryEvents(AllocationBlock* block);
+  // Blocks until every event of `block` completed.
+  BlockState SynchronizeEvents(AllocationBlock* block);
+  // Makes `stream` wait on every event of `block` (no host sync). Falls back
+  // to a query on backends without StreamWaitEvent.
+  BlockState MakeStreamWait(AllocationBlock* block, NativeStream stream);
+
+ private:
+  // Device faults poison the device (kDrop), shutdown means leak; anything
+  // else is left to the caller (kIdle).
+  BlockState ReactTo(int device, const absl::Status& status);
+  BlockState ReactToEventFault(AllocationBlock* block,
+                               const absl::Status& status);
+
+  Backend& backend_;
+  EventPool& events_;
+  DeviceHealth& health_;
+  const EventConfig& event_config_;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_STREAM_FENCE_H_

@@ -1,0 +1,89 @@
+// The SimBackend fixture shared by the AllocationCache's component tests
+// (tests/allocation_cache/*_test.cc): two devices, strict misuse checking,
+// one EventPool, and a teardown that proves nothing leaked.
+
+#ifndef GPUPOOL_TESTS_ALLOCATION_SIM_FIXTURE_H_
+#define GPUPOOL_TESTS_ALLOCATION_SIM_FIXTURE_H_
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "gpupool/device_health.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/sim_backend.h"
+#include "gtest/gtest.h"
+#include "src/kernel/process_state.h"
+#include "tests/util/fork_util.h"
+#include "tests/util/test_util.h"
+
+namespace gpupool {
+
+inline constexpr size_t kKiB = size_t{1} << 10;
+inline constexpr size_t kMiB = size_t{1} << 20;
+
+// Not in an anonymous namespace: every test file of the binary must see the
+// same fixture type.
+class AllocationCacheSimTest : public ::testing::Test {
+ protected:
+  AllocationCacheSimTest()
+      : sim_(::gpupool::testing::StrictSimOptions(/*devices=*/2)) {
+    health_ = std::make_shared<DeviceHealth>(2);
+    events_ = std::make_unique<EventPool>(sim_, health_);
+  }
+
+  void TearDown() override {
+    // Tests destroy their caches in their own scope.
+    sim_.CompleteAllWork();
+    for (auto [device, stream] : streams_) {
+      EXPECT_THAT(sim_.DestroyStream(device, stream),
+                  ::gpupool::testing::IsOk());
+    }
+    events_.reset();
+    EXPECT_EQ(sim_.misuse_count(), 0);
+    EXPECT_THAT(sim_.CheckNoLeaks(), ::gpupool::testing::IsOk());
+  }
+
+  NativeStream NewStream(int device = 0) {
+    absl::StatusOr<NativeStream> stream = sim_.CreateStream(device, {});
+    EXPECT_THAT(stream, ::gpupool::testing::IsOk());
+    streams_.push_back({device, *stream});
+    return *stream;
+  }
+
+  std::unique_ptr<AllocationCache> NewCache(
+      AllocationCacheOptions options = {}) {
+    return std::make_unique<AllocationCache>(sim_, *events_, health_, options);
+  }
+
+  SimBackend sim_;
+  std::shared_ptr<DeviceHealth> health_;
+  std::unique_ptr<EventPool> events_;
+  std::vector<std::pair<int, NativeStream>> streams_;
+};
+
+}  // namespace gpupool
+
+#endif  // GPUPOOL_TESTS_ALLOCATION_SIM_FIXTURE_H_
