@@ -14,6 +14,20 @@
 
 set(GPUPOOL_SOVERSION 0)
 
+# The preload's private Abseil: a directory holding position-independent
+# static libabsl_<name>.a archives (tools/build_abseil.sh pic builds them
+# into build/_deps/absl-pic, found by default). Debian's own libabsl_*.a are
+# not position-independent, so without it the preload NEEDs the shared
+# libabsl_* libraries of the system.
+set(_gpupool_pic_abseil "${PROJECT_SOURCE_DIR}/build/_deps/absl-pic")
+if(EXISTS "${_gpupool_pic_abseil}/.gpupool-pic-abseil")
+  set(_gpupool_pic_abseil_default "${_gpupool_pic_abseil}")
+else()
+  set(_gpupool_pic_abseil_default "")
+endif()
+set(GPUPOOL_PRELOAD_ABSEIL_DIR "${_gpupool_pic_abseil_default}" CACHE PATH
+    "Position-independent static Abseil for libgpupool_preload.so (empty: the shared system Abseil)")
+
 function(gpupool_shared_library_properties target)
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "OBJECT_LIBRARY" AND BUILD_SHARED_LIBS)
@@ -31,8 +45,12 @@ function(gpupool_shared_library_properties target)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     INSTALL_RPATH "$ORIGIN")
-  # Every symbol a library uses resolves at its own link: a name left hidden
+  # Only gpupool's own names leave the library (gpupool_exports.map), and
+  # every symbol a library uses resolves at its own link: a name left hidden
   # by mistake fails the build, not the consumer's start.
+  set(map "${PROJECT_SOURCE_DIR}/cmake/gpupool_exports.map")
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${map}")
   if(NOT GPUPOOL_SANITIZE)
     target_link_options(${target} PRIVATE "LINKER:--no-undefined")
   endif()
@@ -144,21 +162,44 @@ function(gpupool_link_private preload)
   _gpupool_absl_closure(absl_targets ${closure})
   set(archives "")
   set(shared_absl "")
+  if(GPUPOOL_PRELOAD_ABSEIL_DIR)
+    file(GLOB_RECURSE available "${GPUPOOL_PRELOAD_ABSEIL_DIR}/libabsl_*.a")
+  endif()
   foreach(absl_target IN LISTS absl_targets)
     get_target_property(type ${absl_target} TYPE)
     if(type STREQUAL "INTERFACE_LIBRARY")
       continue()
     endif()
     get_target_property(location ${absl_target} LOCATION)
-    string(REGEX REPLACE "\\.so(\\.[0-9]+)*$" ".a" archive "${location}")
-    if(EXISTS "${archive}")
-      list(APPEND archives "${archive}")
-    else()
-      # No static archive (an Abseil built shared only, as the TSan build's):
-      # the preload NEEDs that Abseil library.
-      list(APPEND shared_absl ${absl_target})
+    if(location MATCHES "\\.a$")
+      # An Abseil built static (as tools/build_abseil.sh builds them).
+      list(APPEND archives "${location}")
+      continue()
     endif()
+    if(NOT GPUPOOL_PRELOAD_ABSEIL_DIR)
+      list(APPEND shared_absl ${absl_target})
+      continue()
+    endif()
+    get_filename_component(name "${location}" NAME)
+    string(REGEX REPLACE "\\.so(\\.[0-9]+)*$" ".a" name "${name}")
+    list(FILTER available INCLUDE REGEX "/${name}$" OUTPUT_VARIABLE found)
+    if(NOT found)
+      message(FATAL_ERROR "GPUPOOL_PRELOAD_ABSEIL_DIR=${GPUPOOL_PRELOAD_ABSEIL_DIR} "
+                          "has no ${name} (tools/build_abseil.sh pic builds it)")
+    endif()
+    list(GET found 0 archive)
+    list(APPEND archives "${archive}")
   endforeach()
+  # GPUPOOL_PRIVATE_ABSEIL: whether the preload carries its own Abseil
+  # (tests/preload/check_needed.cmake then allows no libabsl_* NEEDED).
+  if(shared_absl)
+    set_target_properties(${preload} PROPERTIES GPUPOOL_PRIVATE_ABSEIL OFF)
+    message(STATUS "libgpupool_preload.so: shared system Abseil "
+                   "(tools/build_abseil.sh pic gives it a private copy)")
+  else()
+    set_target_properties(${preload} PROPERTIES GPUPOOL_PRIVATE_ABSEIL ON)
+    message(STATUS "libgpupool_preload.so: private Abseil")
+  endif()
   target_include_directories(${preload} PRIVATE
     ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(${preload} PRIVATE

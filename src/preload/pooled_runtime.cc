@@ -178,8 +178,10 @@ bool PooledRuntime::Initialize() {
         pools_ = pools->release();
         if (absl::Status prewarm = RunPrewarms(*pools_, config->prewarm);
             !prewarm.ok()) {
-          std::fprintf(stderr, "gpupool preload [%s]: %s\n", description_.name,
-                       prewarm.ToString().c_str());
+          std::fprintf(
+              stderr, "gpupool preload [%s]: %s\n", description_.name,
+              prewarm.ToString(absl::StatusToStringMode::kWithNoExtraData)
+                  .c_str());
         }
       } else {
         status = pools.status();
@@ -189,7 +191,8 @@ bool PooledRuntime::Initialize() {
     }
   }
   if (!status.ok()) {
-    unavailable_reason_ = status.ToString();
+    unavailable_reason_ =
+        status.ToString(absl::StatusToStringMode::kWithNoExtraData);
     if (StatsRequested()) {
       std::fprintf(stderr, "gpupool preload [%s]: not pooling: %s\n",
                    description_.name, unavailable_reason_.c_str());

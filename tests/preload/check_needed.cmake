@@ -1,7 +1,9 @@
 # CTest driver: the preload NEEDs only the C/C++ runtime and the loader (no
 # libgpupool, no libabsl: it carries private copies), and exports only the
 # runtime entry points it interposes and dlsym.
-#   cmake -DPRELOAD=<libgpupool_preload.so> -P check_needed.cmake
+#   cmake -DPRELOAD=<libgpupool_preload.so> [-DPRIVATE_ABSEIL=OFF] -P check_needed.cmake
+# PRIVATE_ABSEIL=OFF (a build without a position-independent static Abseil)
+# also allows the system's libabsl_* libraries.
 find_program(READELF readelf REQUIRED)
 execute_process(COMMAND "${READELF}" -d "${PRELOAD}" OUTPUT_VARIABLE dynamic
                 RESULT_VARIABLE rc)
@@ -20,6 +22,9 @@ endif()
 # glibc (libc, libm, and libdl/libpthread before glibc 2.34), libstdc++ or
 # libc++, libgcc_s, and the loader.
 set(allowed "^(libc|libm|libdl|libpthread|librt|libstdc\\+\\+|libc\\+\\+|libc\\+\\+abi|libgcc_s)\\.so\\.[0-9]+$|^ld-linux")
+if(DEFINED PRIVATE_ABSEIL AND NOT PRIVATE_ABSEIL)
+  string(APPEND allowed "|^libabsl_[a-z0-9_]+\\.so\\.[0-9]+$")
+endif()
 foreach(name IN LISTS needed)
   if(NOT name MATCHES "${allowed}")
     message(FATAL_ERROR "${PRELOAD} NEEDs ${name} (all: ${needed})")
