@@ -1,9 +1,9 @@
 # Debian packages (cpack -G DEB) from a shared build:
 #   libgpupool0     the runtime: libgpupool*.so.0 (SONAME) with their
 #                   versioned files, and libgpupool_preload.so
-#   libgpupool-dev  headers, the CMake package, pkg-config files and the
-#                   unversioned .so links; Depends on libgpupool0 of the same
-#                   version and on Abseil's headers
+#   libgpupool-dev  headers, the CMake package, pkg-config files, the
+#                   unversioned .so links and static libgpupool*.a; Depends
+#                   on libgpupool0 of the same version and on Abseil's headers
 # Configure with -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_PREFIX=/usr, build,
 # then `cpack -G DEB` in the build directory (tools/check_package.sh does
 # that and builds a consumer against the unpacked pair).

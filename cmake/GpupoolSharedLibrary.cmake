@@ -126,6 +126,11 @@ function(_gpupool_static_twin target twin)
     endif()
   endforeach()
   add_library(${twin} STATIC EXCLUDE_FROM_ALL ${absolute})
+  # Installed too, as lib<name>.a beside lib<name>.so: the development
+  # package's static libraries.
+  set_target_properties(${twin} PROPERTIES OUTPUT_NAME ${target})
+  install(TARGETS ${twin} ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          COMPONENT development)
   foreach(property COMPILE_DEFINITIONS COMPILE_OPTIONS INCLUDE_DIRECTORIES
                    LINK_LIBRARIES)
     get_target_property(value ${target} ${property})

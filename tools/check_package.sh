@@ -64,6 +64,7 @@ if dpkg-deb -c "$runtime_deb" | grep -q "include/\|\.pc$\|cmake/"; then
 fi
 dpkg-deb -c "$dev_deb" | grep -q "include/gpupool/gpupool.h$"
 dpkg-deb -c "$dev_deb" | grep -q "pkgconfig/gpupool.pc$"
+dpkg-deb -c "$dev_deb" | grep -q "/libgpupool.a$"
 dpkg-deb -c "$dev_deb" | grep -q "cmake/gpupool/gpupoolConfig.cmake$"
 
 echo "=== check_package: the .deb pair unpacked into a clean root + consumer"
