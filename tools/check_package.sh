@@ -52,20 +52,22 @@ dev_deb=$(ls "$build"/libgpupool-dev_*.deb)
 for deb in "$runtime_deb" "$dev_deb"; do
   dpkg-deb --field "$deb" Package Version Depends
 done
-dpkg-deb --field "$dev_deb" Depends | grep -q "libgpupool0 (= "
-dpkg-deb --field "$runtime_deb" Depends | grep -q "libabsl"
+grep -q "libgpupool0 (= " <<<"$(dpkg-deb --field "$dev_deb" Depends)"
+grep -q "libabsl" <<<"$(dpkg-deb --field "$runtime_deb" Depends)"
 # The runtime package holds the versioned libraries and the preload, the
 # development package the links, headers, CMake package and pkg-config.
-dpkg-deb -c "$runtime_deb" | grep -q "libgpupool.so.0.[0-9]*.[0-9]*$"
-dpkg-deb -c "$runtime_deb" | grep -q "libgpupool_preload.so$"
-if dpkg-deb -c "$runtime_deb" | grep -q "include/\|\.pc$\|cmake/"; then
+runtime_files=$(dpkg-deb -c "$runtime_deb")
+dev_files=$(dpkg-deb -c "$dev_deb")
+grep -q "libgpupool.so.0.[0-9]*.[0-9]*$" <<<"$runtime_files"
+grep -q "libgpupool_preload.so$" <<<"$runtime_files"
+if grep -q "include/\|\.pc$\|cmake/\|\.a$" <<<"$runtime_files"; then
   echo "check_package: libgpupool0 holds development files" >&2
   exit 1
 fi
-dpkg-deb -c "$dev_deb" | grep -q "include/gpupool/gpupool.h$"
-dpkg-deb -c "$dev_deb" | grep -q "pkgconfig/gpupool.pc$"
-dpkg-deb -c "$dev_deb" | grep -q "/libgpupool.a$"
-dpkg-deb -c "$dev_deb" | grep -q "cmake/gpupool/gpupoolConfig.cmake$"
+grep -q "include/gpupool/gpupool.h$" <<<"$dev_files"
+grep -q "pkgconfig/gpupool.pc$" <<<"$dev_files"
+grep -q "cmake/gpupool/gpupoolConfig.cmake$" <<<"$dev_files"
+grep -q "/libgpupool.a$" <<<"$dev_files"
 
 echo "=== check_package: the .deb pair unpacked into a clean root + consumer"
 root="$PWD/$build/deb_root"
