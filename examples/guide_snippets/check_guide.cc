@@ -3,6 +3,10 @@
 //    backticks (e.g. From `examples/guide_snippets/quick_start.cc`:) and must
 //    appear verbatim in that file (up to one common indentation), which is
 //    built (and mostly run) by the test suite;
+//  * a ```cmake block preceded by such a line must appear verbatim in the
+//    file it names (a CMake file the test suite configures and builds, e.g.
+//    the install consumer's); one without it is a command-line fragment;
+//  * sources live under examples/ or tests/;
 //  * no line, in prose or in any fenced block, may hold a placeholder where
 //    text or code should be: `<<` directly followed by a capital letter (as
 //    in `<<SNIP file | from | to>>`), or the words TODO, TBD, FIXME or XXX.
@@ -28,9 +32,10 @@ bool ReadFile(const std::string& path, std::string* text) {
   return true;
 }
 
-// The first `backticked` path under examples/ on `line`, or "".
+// The first `backticked` path under examples/ or tests/ on `line`, or "".
 std::string SourceNamedOn(const std::string& line) {
   size_t open = line.find("`examples/");
+  if (open == std::string::npos) open = line.find("`tests/");
   if (open == std::string::npos) return "";
   size_t close = line.find('`', open + 1);
   if (close == std::string::npos) return "";
@@ -128,16 +133,17 @@ void CheckDocument(const std::string& root, const std::string& name,
     for (; end < lines.size() && lines[end].rfind("```", 0) != 0; ++end) {
       body += lines[end] + "\n";
     }
-    if (is_cpp) {
+    size_t previous = i;
+    while (previous > 0 && lines[previous - 1].empty()) --previous;
+    const std::string source =
+        previous > 0 ? SourceNamedOn(lines[previous - 1]) : "";
+    const bool is_quoted_cmake = lines[i] == "```cmake" && !source.empty();
+    if (is_cpp || is_quoted_cmake) {
       ++*blocks;
-      size_t previous = i;
-      while (previous > 0 && lines[previous - 1].empty()) --previous;
-      const std::string source =
-          previous > 0 ? SourceNamedOn(lines[previous - 1]) : "";
       std::string text;
       if (source.empty()) {
         std::cerr << name << ":" << i + 1
-                  << ": C++ block without a `examples/...` source line\n";
+                  << ": C++ block without an `examples/...` source line\n";
         ++*failures;
       } else if (!ReadFile(root + "/" + source, &text)) {
         std::cerr << name << ":" << i + 1 << ": cannot read " << source << "\n";
@@ -168,7 +174,7 @@ int main(int argc, char** argv) {
     CheckDocument(root, argv[arg], &blocks, &failures, &placeholders);
   }
   std::cout << "check_guide: " << argc - 2 << " document(s), " << blocks
-            << " C++ blocks, " << failures << " out of sync, " << placeholders
-            << " placeholder(s)\n";
+            << " quoted blocks, " << failures << " out of sync, "
+            << placeholders << " placeholder(s)\n";
   return failures == 0 && placeholders == 0 && blocks > 0 ? 0 : 1;
 }

@@ -45,12 +45,30 @@ absl::Status TokenError(const Token& token, absl::string_view reason) {
                                                  token.column, "): ", reason));
 }
 
+// An optional sign and at least one digit, nothing else: an integer,
+// whether or not it fits.
+bool IsIntegerText(absl::string_view value) {
+  if (!value.empty() && (value[0] == '-' || value[0] == '+')) {
+    value.remove_prefix(1);
+  }
+  if (value.empty()) return false;
+  for (char c : value) {
+    if (!absl::ascii_isdigit(c)) return false;
+  }
+  return true;
+}
+
 // Value checks return a reason on error; the caller adds the token.
 absl::StatusOr<int> ParseInt(absl::string_view value, int min, int max) {
+  value = absl::StripAsciiWhitespace(value);  // as SimpleAtoi allows
   int parsed = 0;
-  if (value.empty() || !absl::SimpleAtoi(value, &parsed)) {
+  if (!IsIntegerText(value)) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", value, "\" is not an integer"));
+  }
+  if (!absl::SimpleAtoi(value, &parsed)) {  // does not fit in an int
+    return absl::InvalidArgumentError(
+        absl::StrCat(value, " is out of range [", min, ", ", max, "]"));
   }
   if (parsed < min || parsed > max) {
     return absl::InvalidArgumentError(

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,21 +17,16 @@
 #include "gpupool/config.h"
 #include "gpupool/pools.h"
 #include "src/kernel/process_state.h"
+#include "src/process/environment.h"
 #include "src/process/stats_report.h"
 
 namespace gpupool {
 namespace {
 
-bool EnvFlag(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && value[0] != '\0' && std::string(value) != "0";
-}
-
 // GPUPOOL_STATS=1: pool summary and leases still out, printed at exit before
 // the pools drain (drains run newest first, and this one is registered after
 // the pools').
 void RegisterExitReport(Pools* pools) {
-  if (!EnvFlag("GPUPOOL_STATS")) return;
   internal::RegisterExitDrain([pools] {
     std::fputs(internal::PoolsStatsReport(*pools).c_str(), stderr);
   });
@@ -38,12 +34,14 @@ void RegisterExitReport(Pools* pools) {
 
 absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
   const char* env = std::getenv("GPUPOOL_BACKEND");
-  if (env != nullptr && env[0] != '\0') {
-    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(env);
+  const absl::string_view name = internal::BackendName(env);
+  if (!name.empty()) {
+    absl::StatusOr<std::unique_ptr<Backend>> backend =
+        MakeBackend(std::string_view(name.data(), name.size()));
     if (!backend.ok()) {
       return absl::Status(backend.status().code(),
-                          absl::StrCat("GPUPOOL_BACKEND=", env, ": ",
-                                       backend.status().message()));
+                          absl::StrCat("GPUPOOL_BACKEND=\"", env,
+                                       "\": ", backend.status().message()));
     }
     return backend;
   }
@@ -67,16 +65,20 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
 }
 
 absl::StatusOr<Pools*> CreateProcessPools() {
-  // GPUPOOL_CONF first: a malformed value fails before any runtime call.
+  // GPUPOOL_CONF and GPUPOOL_STATS first: a malformed value fails before any
+  // runtime call.
   absl::StatusOr<PoolsConfig> config = PoolsConfigFromEnvironment();
   if (!config.ok()) return config.status();
+  absl::StatusOr<bool> stats =
+      internal::StatsRequested(std::getenv("GPUPOOL_STATS"));
+  if (!stats.ok()) return stats.status();
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend();
   if (!backend.ok()) return backend.status();
   absl::StatusOr<std::unique_ptr<Pools>> pools =
       Pools::Create(*std::move(backend), config->options);
   if (!pools.ok()) return pools.status();
   Pools* process_pools = pools->release();  // never destroyed
-  RegisterExitReport(process_pools);
+  if (*stats) RegisterExitReport(process_pools);
   // A failed prewarm only costs the speed-up: warn, keep the pools.
   absl::Status prewarmed = RunPrewarms(*process_pools, config->prewarm);
   if (!prewarmed.ok()) {

@@ -4,10 +4,8 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -18,12 +16,28 @@
 namespace gpupool::internal {
 namespace {
 
-std::string PoolLine(absl::string_view name, const PoolStats& stats) {
+// The leases of `leases` that gpupool holds itself (SourceLocation::Internal).
+int InternalLeases(const std::vector<OutstandingLease>& leases) {
+  int internal = 0;
+  for (const OutstandingLease& lease : leases) {
+    if (lease.where.is_internal()) ++internal;
+  }
+  return internal;
+}
+
+// `in_use` counts every lease out, gpupool's own included; those are named so
+// that the line agrees with "leases still out" below, which lists only the
+// user's.
+std::string PoolLine(absl::string_view name, const PoolStats& stats,
+                     int internal) {
+  const std::string own =
+      internal > 0 ? absl::StrCat(" (", internal, " held by gpupool)") : "";
   return absl::StrFormat(
       "  %-12s acquired=%d created=%d reused=%d destroyed=%d hit_rate=%.1f%% "
-      "in_use=%d idle=%d peak_in_use=%d\n",
+      "in_use=%d%s idle=%d peak_in_use=%d\n",
       name, stats.acquired, stats.created, stats.reused, stats.destroyed,
-      100.0 * stats.hit_rate(), stats.in_use, stats.idle, stats.peak_in_use);
+      100.0 * stats.hit_rate(), stats.in_use, own, stats.idle,
+      stats.peak_in_use);
 }
 
 // "1.50 MiB"; exact bytes below 1 KiB.
@@ -55,25 +69,23 @@ std::string PoolsStatsReport(Pools& pools) {
   std::string report =
       absl::StrCat("gpupool stats at exit (backend ",
                    std::string(pools.backend().name()), "):\n");
-  absl::StrAppend(&report, PoolLine("streams", pools.streams().GetStats()),
-                  PoolLine("events", pools.events().GetStats()),
-                  AllocationLine(pools.allocations().GetStats()));
-  // Leases acquired inside the library (this folder) are gpupool's own, e.g.
-  // the ready events the allocation cache keeps with cached blocks.
-  const absl::string_view this_file = __FILE__;
-  const absl::string_view core_dir =
-      this_file.substr(0, this_file.rfind('/') + 1);
-  std::vector<OutstandingLease> leases;
-  int internal_leases = 0;
-  for (OutstandingLease& lease : pools.GetOutstandingLeases()) {
-    if (absl::StartsWith(lease.where.file_name(), core_dir)) {
-      ++internal_leases;
-    } else {
-      leases.push_back(std::move(lease));
-    }
-  }
+  // gpupool's own leases: the ready events the allocation cache keeps with
+  // its blocks (and, under the preload, the handles it serves).
+  const int internal_streams =
+      InternalLeases(pools.streams().GetOutstandingLeases());
+  const int internal_events =
+      InternalLeases(pools.events().GetOutstandingLeases());
+  const int internal_allocations =
+      InternalLeases(pools.allocations().GetOutstandingLeases());
+  absl::StrAppend(
+      &report,
+      PoolLine("streams", pools.streams().GetStats(), internal_streams),
+      PoolLine("events", pools.events().GetStats(), internal_events),
+      AllocationLine(pools.allocations().GetStats()));
+  const std::vector<OutstandingLease> leases = pools.GetOutstandingLeases();
   absl::StrAppend(&report, "leases still out: ", leases.size(), " (+",
-                  internal_leases, " held by gpupool itself)\n");
+                  internal_streams + internal_events + internal_allocations,
+                  " held by gpupool itself)\n");
   for (const OutstandingLease& lease : leases) {
     absl::StrAppend(&report, "  ", lease.ToString(), "\n");
   }

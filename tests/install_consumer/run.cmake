@@ -138,6 +138,19 @@ if(testing_targets)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "consumer configure with COMPONENTS testing failed: ${rc}")
   endif()
+  # The guide's test-harness recipe: a test binary on gpupool::testing_main.
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK_DIR}/build_testing"
+                          --target consumer_tests
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer_tests (gpupool::testing_main) build failed: ${rc}")
+  endif()
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E env GPUPOOL_BACKEND=sim
+                          "${WORK_DIR}/build_testing/consumer_tests"
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer_tests run failed: ${rc}")
+  endif()
 endif()
 
 # The same consumer built without CMake, from the installed gpupool.pc:

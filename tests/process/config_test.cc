@@ -16,6 +16,7 @@
 #include "gpupool/pools.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
+#include "src/process/environment.h"
 #include "tests/util/test_util.h"
 
 namespace gpupool {
@@ -26,6 +27,7 @@ using ::gpupool::testing::StatusIs;
 using ::gpupool::testing::StrictSimOptions;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // --- good input ----------------------------------------------------------
 
@@ -211,8 +213,15 @@ INSTANTIATE_TEST_SUITE_P(
                 1, "-1 is out of range [0, "},
         BadCase{"NotAnInt", "max_live_per_key=lots", 1, "max_live_per_key=lots",
                 1, "\"lots\" is not an integer"},
-        BadCase{"IntOverflow", "max_live_per_key=99999999999", 1,
-                "max_live_per_key=99999999999", 1, "is not an integer"},
+        BadCase{
+            "IntOverflow", "max_live_per_key=99999999999", 1,
+            "max_live_per_key=99999999999", 1,
+            "max_live_per_key: 99999999999 is out of range [0, 2147483647]"},
+        BadCase{"NegativeIntOverflow", "max_idle_per_key=-99999999999", 1,
+                "max_idle_per_key=-99999999999", 1,
+                "-99999999999 is out of range [0, 2147483647]"},
+        BadCase{"SignWithoutDigits", "max_idle_per_key=+", 1,
+                "max_idle_per_key=+", 1, "\"+\" is not an integer"},
         BadCase{"SecondTokenPosition", "max_idle_per_key=4,  oops", 2, "oops",
                 22, "expected key=value"},
         BadCase{"PositionAfterEmptyItems", ",,acquire_timeout=x", 3,
@@ -247,6 +256,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "prewarm=tpu:0:default:1", 1, "unknown backend \"tpu\""},
         BadCase{"PrewarmBadDevice", "prewarm=cuda:x:default:1", 1,
                 "prewarm=cuda:x:default:1", 1, "device: \"x\" is not"},
+        BadCase{"PrewarmDeviceOverflow", "prewarm=cuda:99999999999:default:1",
+                1, "prewarm=cuda:99999999999:default:1", 1,
+                "device: 99999999999 is out of range"},
         BadCase{"PrewarmNegativeDevice", "prewarm=cuda:-1:default:1", 1,
                 "prewarm=cuda:-1:default:1", 1, "device: -1 is out of range"},
         BadCase{"PrewarmUnknownConfig", "prewarm=cuda:0:fast:1", 1,
@@ -428,6 +440,90 @@ TEST(ProcessPoolsConfDeathTest, FailedPrewarmWarnsButKeepsThePools) {
               ::testing::ExitedWithCode(0),
               "gpupool: GPUPOOL_CONF: INVALID_ARGUMENT: prewarm=sim:7:"
               "non_blocking:2 on sim(.|\n)*prewarmed=0 idle_after=3");
+}
+
+// --- GPUPOOL_STATS and GPUPOOL_BACKEND -----------------------------------
+
+TEST(ParseSwitchTest, OnAndOffWordsInAnyCaseWithSpaces) {
+  for (const char* on : {"1", "true", "yes", "on", "TRUE", "On", " yes\t"}) {
+    EXPECT_EQ(internal::ParseSwitch(on), true) << on;
+  }
+  for (const char* off : {"0", "false", "no", "off", "False", "OFF", " 0 "}) {
+    EXPECT_EQ(internal::ParseSwitch(off), false) << off;
+  }
+  for (const char* neither : {"", "  ", "2", "maybe", "truee", "o n"}) {
+    EXPECT_EQ(internal::ParseSwitch(neither), std::nullopt) << neither;
+  }
+}
+
+// "on", "off", or the status when GPUPOOL_STATS=`value` is refused.
+std::string Stats(const char* value) {
+  absl::StatusOr<bool> on = internal::StatsRequested(value);
+  if (!on.ok()) return on.status().ToString();
+  return *on ? "on" : "off";
+}
+
+TEST(StatsRequestedTest, UnsetOrBlankIsOffAndFalseTurnsItOff) {
+  EXPECT_EQ(Stats(nullptr), "off");
+  EXPECT_EQ(Stats(""), "off");
+  EXPECT_EQ(Stats(" "), "off");
+  for (const char* off : {"false", "0", "off", "no"}) {
+    EXPECT_EQ(Stats(off), "off") << off;
+  }
+  for (const char* on : {"1", "true", "on", "yes"}) {
+    EXPECT_EQ(Stats(on), "on") << on;
+  }
+}
+
+TEST(StatsRequestedTest, AnythingElseIsInvalidArgumentNamingTheValue) {
+  EXPECT_THAT(internal::StatsRequested("maybe"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("GPUPOOL_STATS=\"maybe\": not a switch")));
+  EXPECT_THAT(internal::StatsRequested("2"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(BackendNameTest, SurroundingWhitespaceIsIgnored) {
+  EXPECT_EQ(internal::BackendName(nullptr), "");
+  EXPECT_EQ(internal::BackendName(""), "");
+  EXPECT_EQ(internal::BackendName(" \t "), "");
+  EXPECT_EQ(internal::BackendName(" sim"), "sim");
+  EXPECT_EQ(internal::BackendName("cuda\n"), "cuda");
+  EXPECT_EQ(internal::BackendName(" s im "), "s im");  // not a name: refused
+}
+
+// ProcessPools() on sim with GPUPOOL_STATS=`stats`; exits 3 when that is
+// InvalidArgument, else 0 (the report, if any, follows at exit).
+void ProcessPoolsWithStats(const char* stats) {
+  setenv("GPUPOOL_BACKEND", "sim", 1);
+  unsetenv("GPUPOOL_CONF");
+  setenv("GPUPOOL_STATS", stats, 1);
+  absl::StatusOr<Pools*> pools = ProcessPools();
+  if (!pools.ok()) {
+    std::fprintf(stderr, "ProcessPools: %s\n",
+                 pools.status().ToString().c_str());
+    std::exit(pools.status().code() == absl::StatusCode::kInvalidArgument ? 3
+                                                                          : 4);
+  }
+  std::exit(0);
+}
+
+TEST(ProcessPoolsStatsDeathTest, OnPrintsTheReportAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ProcessPoolsWithStats("on"), ::testing::ExitedWithCode(0),
+              HasSubstr("gpupool stats at exit (backend sim)"));
+}
+
+TEST(ProcessPoolsStatsDeathTest, FalseTurnsTheReportOff) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ProcessPoolsWithStats("false"), ::testing::ExitedWithCode(0),
+              Not(HasSubstr("gpupool stats")));
+}
+
+TEST(ProcessPoolsStatsDeathTest, AnUnknownValueIsInvalidArgument) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(ProcessPoolsWithStats("verbose"), ::testing::ExitedWithCode(3),
+              "INVALID_ARGUMENT: GPUPOOL_STATS=\"verbose\": not a switch");
 }
 
 }  // namespace

@@ -161,7 +161,18 @@ TEST(ProcessPoolsTest, SimWhenAskedFor) {
 TEST(ProcessPoolsTest, UnknownBackendIsInvalidArgument) {
   const std::string report = ProcessPoolsInChild("opencl");
   EXPECT_THAT(report, HasSubstr("error:3:"));  // kInvalidArgument
-  EXPECT_THAT(report, HasSubstr("GPUPOOL_BACKEND=opencl"));
+  EXPECT_THAT(report, HasSubstr("GPUPOOL_BACKEND=\"opencl\""));
+}
+
+TEST(ProcessPoolsTest, WhitespaceAroundTheBackendNameIsIgnored) {
+  EXPECT_EQ(ProcessPoolsInChild(" sim"), "ok:sim");
+  EXPECT_EQ(ProcessPoolsInChild("sim \t"), "ok:sim");
+}
+
+TEST(ProcessPoolsTest, WhitespaceInsideTheNameIsStillRefused) {
+  const std::string report = ProcessPoolsInChild(" s im ");
+  EXPECT_THAT(report, HasSubstr("error:3:"));  // kInvalidArgument
+  EXPECT_THAT(report, HasSubstr("GPUPOOL_BACKEND=\" s im \""));
 }
 
 TEST(ProcessPoolsTest, NoSilentFallbackToSim) {

@@ -29,16 +29,38 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
+// In the child: stderr to `path`, the sim backend, the report at exit.
+bool PrepareChild(const std::string& path, const char* conf) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return false;
+  setenv("GPUPOOL_BACKEND", "sim", 1);
+  setenv("GPUPOOL_CONF", conf, 1);
+  setenv("GPUPOOL_STATS", "1", 1);
+  return true;
+}
+
+// Runs `program` (given the path its stderr goes to) in a fork()ed child;
+// returns its exit code and puts what it wrote on stderr in `lines`.
+template <typename Program>
+int RunAndReadStderr(Program program, std::vector<std::string>* lines) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/stats_report_", getpid(), ".txt");
+  const int code = ::gpupool::testing::RunInForkedChild(
+      [&path, &program] { return program(path); });
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(path.c_str());
+  *lines = absl::StrSplit(text.str(), '\n');
+  return code;
+}
+
 // The program: on the sim backend, with one stream prewarmed by GPUPOOL_CONF.
 //   streams: 3 leases held together, then released;
 //   events: 2 held together and released, then 1 kept out at exit;
 //   allocations: 4 KiB twice in turn (a miss, a hit), then 1 MiB kept out.
 int StatsProgram(const std::string& stderr_path) {
-  const int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return 10;
-  setenv("GPUPOOL_BACKEND", "sim", 1);
-  setenv("GPUPOOL_CONF", "prewarm=sim:0:default:1", 1);
-  setenv("GPUPOOL_STATS", "1", 1);
+  if (!PrepareChild(stderr_path, "prewarm=sim:0:default:1")) return 10;
   absl::StatusOr<Pools*> pools = ProcessPools();
   if (!pools.ok()) return 11;
   {
@@ -78,16 +100,8 @@ int StatsProgram(const std::string& stderr_path) {
 }
 
 TEST(StatsReportTest, ExitReportAccountsForWhatTheProgramDid) {
-  const std::string path =
-      absl::StrCat(::testing::TempDir(), "/stats_report_", getpid(), ".txt");
-  const int code = ::gpupool::testing::RunInForkedChild(
-      [&path] { return StatsProgram(path); });
-  ASSERT_EQ(code, 0);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(path.c_str());
-  std::vector<std::string> lines = absl::StrSplit(text.str(), '\n');
+  std::vector<std::string> lines;
+  ASSERT_EQ(RunAndReadStderr(StatsProgram, &lines), 0);
   std::stringstream shown;
   for (const std::string& line : lines) shown << "| " << line << "\n";
   ASSERT_GE(lines.size(), 9u) << shown.str();
@@ -116,6 +130,37 @@ TEST(StatsReportTest, ExitReportAccountsForWhatTheProgramDid) {
   EXPECT_THAT(lines[6], StartsWith("  allocation dev0 "));
   EXPECT_THAT(lines[6], HasSubstr(absl::StrCat(here, allocation_line)));
   EXPECT_EQ(lines[7], "detail:");
+}
+
+// A block released on a stream is cached with a ready event the cache leases
+// from the event pool: the user holds nothing, gpupool holds that event.
+int CachedBlockProgram(const std::string& stderr_path) {
+  if (!PrepareChild(stderr_path, "")) return 10;
+  absl::StatusOr<Pools*> pools = ProcessPools();
+  if (!pools.ok()) return 11;
+  absl::StatusOr<PooledStream> stream = (*pools)->streams().Acquire(0);
+  if (!stream.ok()) return 12;
+  absl::StatusOr<PooledAllocation> block = (*pools)->allocations().Allocate(
+      0, 4096, MemoryKind::kDevice, stream->get());
+  if (!block.ok()) return 13;
+  block->Release();
+  stream->Release();
+  std::exit(0);  // the report is printed at exit
+}
+
+TEST(StatsReportTest, EventsHeldByTheCacheAreLabelledAndCountedAsItsOwn) {
+  std::vector<std::string> lines;
+  ASSERT_EQ(RunAndReadStderr(CachedBlockProgram, &lines), 0);
+  std::stringstream shown;
+  for (const std::string& line : lines) shown << "| " << line << "\n";
+  ASSERT_GE(lines.size(), 5u) << shown.str();
+  EXPECT_EQ(lines[2],
+            "  events       acquired=1 created=1 reused=0 destroyed=0 "
+            "hit_rate=0.0% in_use=1 (1 held by gpupool) idle=0 "
+            "peak_in_use=1")
+      << shown.str();
+  EXPECT_EQ(lines[4], "leases still out: 0 (+1 held by gpupool itself)")
+      << shown.str();
 }
 
 }  // namespace

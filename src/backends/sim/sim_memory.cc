@@ -17,37 +17,24 @@
 #include "src/backends/sim/sim_state.h"
 
 namespace gpupool {
-namespace {
-
-using sim_internal::AllocationState;
-using sim_internal::CallerError;
-using sim_internal::ChargeLatency;
-using sim_internal::DecodeAddress;
-using sim_internal::DecodedAddress;
-using sim_internal::DeviceState;
-using sim_internal::Hex;
-using sim_internal::KindIndex;
-using sim_internal::MemoryAccount;
-
-}  // namespace
-
 // --- Memory ------------------------------------------------------------------
 
 absl::StatusOr<void*> SimBackend::Allocate(int device, size_t bytes,
                                            MemoryKind kind) {
   absl::Status status = state_->Enter(SimOp::kAllocate, device);
   if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
+  sim_internal::DeviceState& d = state_->device_state(device);
   status = State::CheckPoison(d);
   if (!status.ok()) return status;
   if (bytes == 0) {
-    return CallerError(absl::StatusCode::kInvalidArgument,
-                       "Allocate: 0 bytes requested");
+    return sim_internal::CallerError(absl::StatusCode::kInvalidArgument,
+                                     "Allocate: 0 bytes requested");
   }
-  ChargeLatency(state_->options.profile.allocate);
+  sim_internal::ChargeLatency(state_->options.profile.allocate);
   absl::MutexLock lock(&d.mu);
   if (d.poisoned) return d.sticky;
-  MemoryAccount& account = d.memory[KindIndex(kind)];
+  sim_internal::MemoryAccount& account =
+      d.memory[sim_internal::KindIndex(kind)];
   if (bytes > account.limit || account.live_bytes > account.limit - bytes) {
     return FaultError(
         Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
@@ -68,7 +55,7 @@ absl::StatusOr<void*> SimBackend::Allocate(int device, size_t bytes,
       sim_internal::RegionBase(device, kind) + account.next_offset;
   account.next_offset += sim_internal::RoundUpToAlignment(bytes);
   account.live_bytes += bytes;
-  d.allocations.emplace(address, AllocationState{bytes, kind});
+  d.allocations.emplace(address, sim_internal::AllocationState{bytes, kind});
   d.allocations_made.fetch_add(1, std::memory_order_relaxed);
   return reinterpret_cast<void*>(address);
 }
@@ -76,7 +63,7 @@ absl::StatusOr<void*> SimBackend::Allocate(int device, size_t bytes,
 absl::Status SimBackend::Free(int device, void* ptr, MemoryKind kind) {
   absl::Status status = state_->Enter(SimOp::kFree, device);
   if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
+  sim_internal::DeviceState& d = state_->device_state(device);
   {
     State::MisuseReporter misuse(state_.get());
     absl::MutexLock lock(&d.mu);
@@ -86,52 +73,56 @@ absl::Status SimBackend::Free(int device, void* ptr, MemoryKind kind) {
     uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
     auto it = d.allocations.find(address);
     if (it == d.allocations.end()) {
-      DecodedAddress decoded = DecodeAddress(address);
+      sim_internal::DecodedAddress decoded =
+          sim_internal::DecodeAddress(address);
       if (!state_->ValidDevice(decoded.device)) {
         return misuse.Flag(
-            absl::StrCat("Free: unknown pointer ", Hex(address)));
+            absl::StrCat("Free: unknown pointer ", sim_internal::Hex(address)));
       }
       if (decoded.device != device) {
         return misuse.Flag(absl::StrCat(
-            "Free: wrong device: pointer ", Hex(address), " belongs to device ",
-            decoded.device, " but was passed with device ", device));
+            "Free: wrong device: pointer ", sim_internal::Hex(address),
+            " belongs to device ", decoded.device,
+            " but was passed with device ", device));
       }
       if (decoded.kind != kind) {
-        return misuse.Flag(
-            absl::StrCat("Free: wrong memory kind: pointer ", Hex(address),
-                         " is ", MemoryKindName(decoded.kind),
-                         " memory but was freed as ", MemoryKindName(kind)));
+        return misuse.Flag(absl::StrCat(
+            "Free: wrong memory kind: pointer ", sim_internal::Hex(address),
+            " is ", MemoryKindName(decoded.kind), " memory but was freed as ",
+            MemoryKindName(kind)));
       }
-      if (decoded.offset < d.memory[KindIndex(kind)].next_offset) {
+      if (decoded.offset <
+          d.memory[sim_internal::KindIndex(kind)].next_offset) {
         return misuse.Flag(absl::StrCat("Free: double free (or interior ",
-                                        "pointer) ", Hex(address),
+                                        "pointer) ", sim_internal::Hex(address),
                                         " on device ", device));
       }
-      return misuse.Flag(absl::StrCat("Free: unknown pointer ", Hex(address),
-                                      " (never allocated on device ", device,
-                                      ")"));
+      return misuse.Flag(
+          absl::StrCat("Free: unknown pointer ", sim_internal::Hex(address),
+                       " (never allocated on device ", device, ")"));
     }
     if (it->second.kind != kind) {
-      return misuse.Flag(
-          absl::StrCat("Free: wrong memory kind: pointer ", Hex(address),
-                       " is ", MemoryKindName(it->second.kind),
-                       " memory but was freed as ", MemoryKindName(kind)));
+      return misuse.Flag(absl::StrCat(
+          "Free: wrong memory kind: pointer ", sim_internal::Hex(address),
+          " is ", MemoryKindName(it->second.kind), " memory but was freed as ",
+          MemoryKindName(kind)));
     }
-    d.memory[KindIndex(kind)].live_bytes -= it->second.bytes;
+    d.memory[sim_internal::KindIndex(kind)].live_bytes -= it->second.bytes;
     d.allocations.erase(it);
     d.allocations_freed.fetch_add(1, std::memory_order_relaxed);
   }
-  ChargeLatency(state_->options.profile.free);
+  sim_internal::ChargeLatency(state_->options.profile.free);
   return absl::OkStatus();
 }
 
 absl::StatusOr<MemoryInfo> SimBackend::GetMemoryInfo(int device) {
   absl::Status status = state_->Enter(SimOp::kMemoryInfo, device);
   if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
+  sim_internal::DeviceState& d = state_->device_state(device);
   absl::ReaderMutexLock lock(&d.mu);
   if (d.poisoned) return d.sticky;
-  const MemoryAccount& account = d.memory[KindIndex(MemoryKind::kDevice)];
+  const sim_internal::MemoryAccount& account =
+      d.memory[sim_internal::KindIndex(MemoryKind::kDevice)];
   MemoryInfo info;
   info.total_bytes = account.limit;
   info.free_bytes = account.limit - std::min(account.limit, account.live_bytes);
