@@ -6,30 +6,14 @@
 #include <cstdlib>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "gpupool/config.h"
+#include "src/process/environment.h"
 
 namespace gpupool::preload_internal {
 
-std::optional<bool> ParseSwitch(absl::string_view value) {
-  const std::string word =
-      absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
-  if (word.empty() || word == "0" || word == "false" || word == "no" ||
-      word == "off") {
-    return false;
-  }
-  if (word == "1" || word == "true" || word == "yes" || word == "on") {
-    return true;
-  }
-  return std::nullopt;
-}
-
 bool StatsRequested() {
-  const char* value = std::getenv("GPUPOOL_STATS");
-  return value != nullptr && ParseSwitch(value).value_or(false);
+  return internal::StatsRequested(std::getenv("GPUPOOL_STATS")).value_or(false);
 }
 
 std::vector<std::string> EnvironmentComplaints(
@@ -44,7 +28,7 @@ std::vector<std::string> EnvironmentComplaints(
     }
   }
   if (const char* stats = getenv("GPUPOOL_STATS");
-      stats != nullptr && !ParseSwitch(stats).has_value()) {
+      !internal::StatsRequested(stats).ok()) {
     lines.push_back(absl::StrCat(
         "gpupool preload: GPUPOOL_STATS=\"", stats,
         "\": not a switch (1/true/yes/on or 0/false/no/off); no stats at "

@@ -7,20 +7,15 @@
 #ifndef GPUPOOL_SRC_PRELOAD_ENVIRONMENT_CHECK_H_
 #define GPUPOOL_SRC_PRELOAD_ENVIRONMENT_CHECK_H_
 
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "absl/strings/string_view.h"
 
 namespace gpupool::preload_internal {
 
-// A switch's value: 1/true/yes/on (any case) is on; empty, 0/false/no/off
-// is off; anything else is nullopt.
-std::optional<bool> ParseSwitch(absl::string_view value);
-
-// GPUPOOL_STATS as a switch; unset or unreadable is off.
+// GPUPOOL_STATS as ProcessPools() reads it (src/process/environment.h);
+// unset, blank or not a switch is off.
 bool StatsRequested();
 
 // One line per GPUPOOL_* value the preload cannot use, each starting with
