@@ -1,8 +1,12 @@
 # install() + export of gpupool::* targets, gpupoolConfig.cmake and pkg-config.
 set(GPUPOOL_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/gpupool")
 
-install(DIRECTORY include/gpupool DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT gpupoolTargets NAMESPACE gpupool:: DESTINATION ${GPUPOOL_CMAKE_DIR})
+# Everything here is the development package's (libgpupool-dev); the
+# libraries' runtime files are the runtime package's (cmake/GpupoolLibrary.cmake).
+install(DIRECTORY include/gpupool DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        COMPONENT development)
+install(EXPORT gpupoolTargets NAMESPACE gpupool:: DESTINATION ${GPUPOOL_CMAKE_DIR}
+        COMPONENT development)
 
 # GoogleTest helpers (gpupool::testing) are exported when built, as the
 # package's `testing` component: only a consumer asking for it needs
@@ -10,7 +14,7 @@ install(EXPORT gpupoolTargets NAMESPACE gpupool:: DESTINATION ${GPUPOOL_CMAKE_DI
 if(TARGET gpupool_testing)
   set(GPUPOOL_HAVE_TESTING ON)
   install(EXPORT gpupoolTestingTargets NAMESPACE gpupool::
-          DESTINATION ${GPUPOOL_CMAKE_DIR})
+          DESTINATION ${GPUPOOL_CMAKE_DIR} COMPONENT development)
 else()
   set(GPUPOOL_HAVE_TESTING OFF)
 endif()
@@ -23,11 +27,12 @@ write_basic_package_version_file(
   COMPATIBILITY SameMinorVersion)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/gpupoolConfig.cmake"
               "${CMAKE_CURRENT_BINARY_DIR}/gpupoolConfigVersion.cmake"
-        DESTINATION ${GPUPOOL_CMAKE_DIR})
+        DESTINATION ${GPUPOOL_CMAKE_DIR} COMPONENT development)
 
 # pkg-config: gpupool.pc for builds without CMake. The absl modules are those
 # gpupool_base links publicly. gpupool::testing is CMake-only (it needs
-# GoogleTest, which pkg-config users bring themselves).
+# GoogleTest, which pkg-config users bring themselves: gpupool-testing.pc
+# below names it).
 set(GPUPOOL_PC_REQUIRES "absl_status absl_statusor absl_strings absl_str_format \
 absl_synchronization absl_time absl_hash absl_flat_hash_map")
 file(RELATIVE_PATH _gpupool_pc_up "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
@@ -52,4 +57,16 @@ foreach(lib IN LISTS CMAKE_DL_LIBS)
 endforeach()
 configure_file(cmake/gpupool.pc.in "${CMAKE_CURRENT_BINARY_DIR}/gpupool.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/gpupool.pc"
-        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
+# gpupool-testing.pc (the GoogleTest helpers) and gpupool-testing-main.pc
+# (the same plus a main() that installs them), where they were built:
+#   c++ test.cc $(pkg-config --cflags --libs gpupool-testing-main)
+if(GPUPOOL_HAVE_TESTING)
+  foreach(pc gpupool-testing gpupool-testing-main)
+    configure_file(cmake/${pc}.pc.in "${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc" @ONLY)
+    install(FILES "${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc"
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
+  endforeach()
+endif()
+
+include(GpupoolPackage)

@@ -18,14 +18,16 @@ function(gpupool_library name export_name)
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE $<BUILD_INTERFACE:gpupool_compile_options>)
+  gpupool_shared_library_properties(${name})
   # GPUPOOL_EXPORT_SET (set by src/testing) puts a library into another
   # export set: the package's `testing` component.
   if(NOT GPUPOOL_EXPORT_SET)
     set(GPUPOOL_EXPORT_SET gpupoolTargets)
   endif()
   install(TARGETS ${name} EXPORT ${GPUPOOL_EXPORT_SET}
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
+                  NAMELINK_COMPONENT development)
 endfunction()
 
 function(gpupool_layer name)
@@ -36,6 +38,7 @@ function(gpupool_layer name)
   target_link_libraries(${name} PUBLIC ${ARG_LINKS}
                         PRIVATE gpupool_compile_options)
   set_property(TARGET ${name} PROPERTY GPUPOOL_LAYER_LINKS ${ARG_LINKS})
+  gpupool_shared_library_properties(${name})
 endfunction()
 
 # gpupool_layer_link_check(<layer>): links the layer's objects, with those of

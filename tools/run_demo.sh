@@ -5,10 +5,11 @@
 # HIP runtime reports one, otherwise on the simulator (labelled "simulated").
 # Prints a table and writes <out_dir>/demo_results.{json,csv}; draws
 # <out_dir>/demo.png when matplotlib is already installed, or with --plot.
-# Where HIP's headers are installed, adds the zero-code-change row
-# (tools/preload_demo.sh: an unmodified client under
-# LD_PRELOAD=libgpupool_preload.so over a stand-in runtime with MI300X
-# latencies, simulated), also written to <out_dir>/preload_demo.txt.
+# Adds the zero-code-change row (tools/preload_demo.sh: an unmodified client
+# under LD_PRELOAD=libgpupool_preload.so over a stand-in runtime with MI300X
+# latencies, simulated), also written to <out_dir>/preload_demo.txt. The
+# stand-in is HIP's where HIP's headers are installed, else the CUDA
+# runtime's where CUDA's are; with neither the demo says the row is skipped.
 #
 # The first run installs only the missing build packages (CMake, Ninja, g++,
 # Abseil, GoogleTest, Google Benchmark; the HIP packages only on a machine
@@ -48,11 +49,14 @@ fi
 
 cmake --preset release
 cmake --build --preset release --target gpupool_demo
-# The stand-in HIP runtime needs HIP's headers; without them, no row.
-if cmake --build --preset release --target gpupool_preload \
-     preload_pjrt_client_hip >/dev/null 2>&1; then
-  have_preload_demo=1
-fi
+# The stand-in runtimes need their runtime's headers: HIP's, else CUDA's.
+for standin_client in preload_pjrt_client_hip preload_pjrt_client_cuda; do
+  if cmake --build --preset release --target gpupool_preload \
+       "$standin_client" >/dev/null 2>&1; then
+    have_preload_demo=1
+    break
+  fi
+done
 
 build/release/examples/client_lifecycle/gpupool_demo --out_dir="$out_dir" \
   "${demo_args[@]}"
@@ -62,6 +66,8 @@ if [[ -n "${have_preload_demo:-}" ]]; then
   quick=""
   for arg in "$@"; do [[ "$arg" == "--quick" ]] && quick="--quick"; done
   tools/preload_demo.sh build/release $quick | tee "$out_dir/preload_demo.txt"
+else
+  echo "zero-code-change row skipped: the stand-in runtimes need HIP's or CUDA's headers, and neither was found"
 fi
 
 python="$(tools/matplotlib_python.sh || true)"

@@ -39,8 +39,9 @@ absl::StatusOr<absl::Duration> RunLifecycles(
 }
 
 int Fail(const char* what, const absl::Status& status) {
-  std::fprintf(stderr, "pjrt_client_example: %s: %s\n", what,
-               status.ToString().c_str());
+  std::fprintf(
+      stderr, "pjrt_client_example: %s: %s\n", what,
+      status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
   return 1;
 }
 

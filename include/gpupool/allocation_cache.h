@@ -73,6 +73,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/export.h"
 #include "gpupool/graph_pool.h"
 #include "gpupool/internal/lease.h"
 #include "gpupool/ipc_handle.h"
@@ -98,7 +99,7 @@ enum class CrossStreamPolicy {
   kWaitOnStream,
 };
 
-struct AllocationCacheOptions {
+struct GPUPOOL_EXPORT AllocationCacheOptions {
   // Cached (idle) bytes kept per device, both memory kinds together; a
   // release beyond it frees the block (once its pending work completed).
   // Default: unbounded, the OOM chain being the safety valve.
@@ -123,7 +124,7 @@ struct AllocationCacheOptions {
 
 // A snapshot of the cache's counters, per (device, kind), per device, or in
 // total. Gauges describe now; counters accumulate since construction.
-struct AllocationCacheStats {
+struct GPUPOOL_EXPORT AllocationCacheStats {
   // --- gauges ---
   int64_t allocations_in_use = 0;  // leases out now (stable ones excluded)
   int64_t bytes_in_use = 0;        // bytes those leases occupy (rounded)
@@ -170,7 +171,7 @@ struct AllocationCacheStats {
 
 // A leased block of memory. Move-only; returns the block to its cache when
 // destroyed or released.
-class PooledAllocation {
+class GPUPOOL_EXPORT PooledAllocation {
  public:
   PooledAllocation() = default;
   PooledAllocation(PooledAllocation&& other) noexcept;
@@ -219,7 +220,7 @@ class PooledAllocation {
   NativeStream stream_ = nullptr;
 };
 
-class AllocationCache {
+class GPUPOOL_EXPORT AllocationCache {
  public:
   // Caches memory of `backend`, taking ready events from `events`; both must
   // outlive the cache. Shares the EventPool's DeviceHealth, so a sticky

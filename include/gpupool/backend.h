@@ -46,6 +46,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
@@ -77,24 +78,24 @@ inline constexpr absl::string_view kFaultPayloadUrl =
 // is attached, and otherwise a class inferred from the code
 // (ResourceExhausted → kOutOfMemory, InvalidArgument/OutOfRange/NotFound →
 // kCaller, Unavailable → kShutdown, everything else → kResource).
-Fault FaultOf(const absl::Status& status);
+GPUPOOL_EXPORT Fault FaultOf(const absl::Status& status);
 
 // Returns `status` with the fault payload set to `fault`. OK stays OK.
-absl::Status WithFault(absl::Status status, Fault fault);
+GPUPOOL_EXPORT absl::Status WithFault(absl::Status status, Fault fault);
 
 // Builds a non-OK status with `code`, `message` and the fault payload.
-absl::Status FaultError(Fault fault, absl::StatusCode code,
-                        absl::string_view message);
+GPUPOOL_EXPORT absl::Status FaultError(Fault fault, absl::StatusCode code,
+                                       absl::string_view message);
 
 // "kDevice", "kResource", ... for messages and stats.
-absl::string_view FaultName(Fault fault);
+GPUPOOL_EXPORT absl::string_view FaultName(Fault fault);
 
 // ---------------------------------------------------------------------------
 // Configurations (pool keys)
 // ---------------------------------------------------------------------------
 
 // How a stream is created. Two different configs never share a stream.
-struct StreamConfig {
+struct GPUPOOL_EXPORT StreamConfig {
   // Runtime priority; lower is higher priority (CUDA: [-5, 0] on Hopper,
   // HIP: -1, 0, 1). Out-of-range values are a kCaller error, never clamped.
   int priority = 0;
@@ -120,7 +121,7 @@ struct StreamConfig {
 };
 
 // How an event is created. Two different configs never share an event.
-struct EventConfig {
+struct GPUPOOL_EXPORT EventConfig {
   bool disable_timing = true;
   bool blocking_sync = false;
   // Requires disable_timing (runtime rule); otherwise a kCaller error.
@@ -143,7 +144,7 @@ struct EventConfig {
 };
 
 enum class MemoryKind { kDevice, kPinnedHost };
-absl::string_view MemoryKindName(MemoryKind kind);
+GPUPOOL_EXPORT absl::string_view MemoryKindName(MemoryKind kind);
 
 // Graph-capture state of a stream.
 enum class CaptureStatus { kNone, kActive, kInvalidated };
@@ -155,7 +156,7 @@ enum class CaptureStatus { kNone, kActive, kInvalidated };
 // and every stream joined into one capture reports the same id, so an id
 // tells "this stream belongs to that capture" without asking which thread
 // began it. `id` is 0 unless `status` is kActive.
-struct CaptureInfo {
+struct GPUPOOL_EXPORT CaptureInfo {
   CaptureStatus status = CaptureStatus::kNone;
   uint64_t id = 0;
 
@@ -167,7 +168,7 @@ struct CaptureInfo {
   }
 };
 
-struct MemoryInfo {
+struct GPUPOOL_EXPORT MemoryInfo {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
 };
@@ -177,7 +178,7 @@ struct MemoryInfo {
 // simulator's own encoding. Plain bytes so that any transport (a pipe, MPI, a
 // TCP store) can carry it.
 inline constexpr size_t kIpcMemHandleBytes = 64;
-struct IpcMemHandle {
+struct GPUPOOL_EXPORT IpcMemHandle {
   std::array<uint8_t, kIpcMemHandleBytes> bytes{};
 
   friend bool operator==(const IpcMemHandle& a, const IpcMemHandle& b) {
@@ -207,7 +208,7 @@ struct IpcMemHandle {
 //  * Any primitive may return kDevice (sticky error: the device is dead and
 //    every later call on it fails the same way) or kShutdown (the runtime is
 //    unloading).
-class Backend {
+class GPUPOOL_EXPORT Backend {
  public:
   virtual ~Backend();
 
@@ -355,7 +356,7 @@ class Backend {
 // Makes `device` current for the lifetime of the guard and restores the
 // previous current device afterwards (errors on restore are ignored: a
 // destructor cannot report them). Use `Create` to learn about errors.
-class ScopedDevice {
+class GPUPOOL_EXPORT ScopedDevice {
  public:
   static absl::StatusOr<ScopedDevice> Create(Backend& backend, int device);
   ScopedDevice(ScopedDevice&& other) noexcept;
@@ -372,7 +373,8 @@ class ScopedDevice {
 // Builds the backend named `name`: "sim" (always), "cuda", "hip" (only when
 // built with them; otherwise Unavailable with the reason). InvalidArgument
 // for an unknown name.
-absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::string_view name);
+GPUPOOL_EXPORT absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(
+    std::string_view name);
 
 }  // namespace gpupool
 

@@ -48,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 #include "gpupool/pools.h"
 
 namespace gpupool {
@@ -57,7 +58,7 @@ inline constexpr char kPoolsConfigEnvVar[] = "GPUPOOL_CONF";
 
 // One `prewarm=` entry: create `count` idle streams of (device, config) when
 // the bundle's backend is `backend` (or any backend for "any").
-struct PrewarmSpec {
+struct GPUPOOL_EXPORT PrewarmSpec {
   std::string backend = "any";  // "cuda" | "hip" | "sim" | "any"
   int device = 0;
   StreamConfig config;
@@ -73,13 +74,13 @@ struct PrewarmSpec {
 // What libgpupool_preload.so (the LD_PRELOAD library) pools; only it reads
 // these. `preload=false` sends every call to the runtime untouched;
 // `preload_streams=false` / `preload_events=false` switch off one kind.
-struct PreloadConfig {
+struct GPUPOOL_EXPORT PreloadConfig {
   bool enabled = true;
   bool streams = true;
   bool events = true;
 };
 
-struct PoolsConfig {
+struct GPUPOOL_EXPORT PoolsConfig {
   // For Pools::Create. The PoolOptions keys set `streams` and `events`
   // alike; max_cached_bytes and max_cached_block_bytes set `allocations`.
   PoolsOptions options;
@@ -92,22 +93,24 @@ struct PoolsConfig {
 // the defaults. InvalidArgument for an unknown key, a token without '=', or a
 // malformed or out-of-range value; the message names the token, its 1-based
 // index and its column in `text`.
-absl::StatusOr<PoolsConfig> ParsePoolsConfig(absl::string_view text);
+GPUPOOL_EXPORT absl::StatusOr<PoolsConfig> ParsePoolsConfig(
+    absl::string_view text);
 
 // Parses the GPUPOOL_CONF environment variable (defaults when unset or
 // empty). Errors as ParsePoolsConfig, the message prefixed with
 // "GPUPOOL_CONF: ".
-absl::StatusOr<PoolsConfig> PoolsConfigFromEnvironment();
+GPUPOOL_EXPORT absl::StatusOr<PoolsConfig> PoolsConfigFromEnvironment();
 
 // Parses a byte size: "4096", "512KiB", "2GiB", "1GB". InvalidArgument for a
 // missing number, an unknown unit or a value that does not fit in size_t.
-absl::StatusOr<size_t> ParseByteSize(absl::string_view text);
+GPUPOOL_EXPORT absl::StatusOr<size_t> ParseByteSize(absl::string_view text);
 
 // Runs every entry of `prewarm` that applies to `pools.backend()`, in order,
 // with StreamPool::Prewarm (synchronously). Entries that fail do not stop the
 // others; the result is OK, or the first failure prefixed with its entry
 // (InvalidArgument for a device out of range, otherwise the runtime's status).
-absl::Status RunPrewarms(Pools& pools, const std::vector<PrewarmSpec>& prewarm);
+GPUPOOL_EXPORT absl::Status RunPrewarms(
+    Pools& pools, const std::vector<PrewarmSpec>& prewarm);
 
 }  // namespace gpupool
 

@@ -12,11 +12,12 @@
 
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
 // True when this build of gpupool contains the CUDA backend.
-bool CudaBackendBuilt();
+GPUPOOL_EXPORT bool CudaBackendBuilt();
 
 // Builds the CUDA backend: loads the CUDA runtime library (GPUPOOL_CUDA_RUNTIME
 // when set, else libcudart.so.13 / libcudart.so.12; docs/backends.md,
@@ -32,7 +33,7 @@ bool CudaBackendBuilt();
 //    was found ..." on a machine without a driver, cudaErrorNoDevice (100)
 //    without a GPU. Tests GTEST_SKIP with this message.
 // The backend never leaves the calling thread's current device changed.
-absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend();
+GPUPOOL_EXPORT absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackend();
 
 }  // namespace gpupool
 

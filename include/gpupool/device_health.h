@@ -26,10 +26,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
-class DeviceHealth {
+class GPUPOOL_EXPORT DeviceHealth {
  public:
   // Tracks devices [0, device_count).
   explicit DeviceHealth(int device_count);

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
+#include "gpupool/export.h"
 #include "gpupool/internal/lease.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
@@ -43,7 +44,7 @@ struct EventKind;
 }  // namespace internal
 
 // A leased event. Move-only; returns the event to its pool when destroyed.
-class PooledEvent {
+class GPUPOOL_EXPORT PooledEvent {
  public:
   PooledEvent() = default;
   PooledEvent(PooledEvent&&) noexcept = default;
@@ -64,7 +65,7 @@ class PooledEvent {
   internal::Lease lease_;
 };
 
-class EventPool {
+class GPUPOOL_EXPORT EventPool {
  public:
   explicit EventPool(Backend& backend, EventPoolOptions options = {});
   EventPool(Backend& backend, std::shared_ptr<DeviceHealth> health,

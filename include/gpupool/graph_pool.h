@@ -50,6 +50,7 @@
 
 #include "absl/status/status.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
@@ -61,7 +62,7 @@ struct GraphPoolState;
 class AllocationCache;
 
 // A capture-private pool of one device (device memory). Move-only.
-class GraphPool {
+class GPUPOOL_EXPORT GraphPool {
  public:
   GraphPool() = default;
   GraphPool(GraphPool&& other) noexcept = default;
@@ -91,7 +92,7 @@ class GraphPool {
 
 // Routes the allocations of one capture to a GraphPool while it lives.
 // Move-only; End() (or destruction) unregisters it.
-class CaptureScope {
+class GPUPOOL_EXPORT CaptureScope {
  public:
   CaptureScope() = default;
   CaptureScope(CaptureScope&& other) noexcept;

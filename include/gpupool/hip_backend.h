@@ -12,11 +12,12 @@
 
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
 // True when this build of gpupool contains the HIP backend.
-bool HipBackendBuilt();
+GPUPOOL_EXPORT bool HipBackendBuilt();
 
 // Builds the HIP backend: loads the HIP runtime library (GPUPOOL_HIP_RUNTIME
 // when set, else libamdhip64.so.6 / libamdhip64.so.5; docs/backends.md,
@@ -31,7 +32,7 @@ bool HipBackendBuilt();
 //    "hipGetDeviceCount: hipErrorNoDevice (100): no AMD GPU is visible ..."
 //    without a GPU. Tests GTEST_SKIP with this message.
 // The backend never leaves the calling thread's current device changed.
-absl::StatusOr<std::unique_ptr<Backend>> MakeHipBackend();
+GPUPOOL_EXPORT absl::StatusOr<std::unique_ptr<Backend>> MakeHipBackend();
 
 }  // namespace gpupool
 

@@ -28,10 +28,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
-struct IpcHandle {
+struct GPUPOOL_EXPORT IpcHandle {
   // The runtime's handle of the allocation holding the buffer.
   IpcMemHandle runtime;
   // Device of the exporter the allocation lives on.
@@ -85,7 +86,7 @@ struct IpcMapping;
 // (AllocationCache::Import). Move-only; the mapping stays open while any
 // lease of it is out, and is closed once it is superseded by a newer version
 // (or trimmed) and its last lease is gone.
-class ImportedBuffer {
+class GPUPOOL_EXPORT ImportedBuffer {
  public:
   ImportedBuffer() = default;
   ImportedBuffer(ImportedBuffer&& other) noexcept;
@@ -122,7 +123,7 @@ class ImportedBuffer {
 };
 
 // The IPC counters of one AllocationCache (AllocationCache::GetIpcStats).
-struct IpcStats {
+struct GPUPOOL_EXPORT IpcStats {
   // Exporter side.
   int64_t export_calls = 0;      // ExportStable calls
   int64_t exports = 0;           // buffer versions exported (runtime calls)

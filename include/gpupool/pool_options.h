@@ -4,10 +4,11 @@
 #define GPUPOOL_POOL_OPTIONS_H_
 
 #include "absl/time/time.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
-struct PoolOptions {
+struct GPUPOOL_EXPORT PoolOptions {
   // Idle handles kept per (device, config); returns beyond it destroy.
   int max_idle_per_key = 64;
   // Bound on handles alive per key (leased + idle + draining + being

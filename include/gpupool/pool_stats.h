@@ -12,12 +12,13 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "gpupool/export.h"
 #include "gpupool/source_location.h"
 
 namespace gpupool {
 
 // Log2-bucketed latency histogram (bucket i holds [2^i, 2^(i+1)) ns).
-class LatencyHistogram {
+class GPUPOOL_EXPORT LatencyHistogram {
  public:
   static constexpr int kBuckets = 40;
   void Record(absl::Duration latency);
@@ -40,7 +41,7 @@ class LatencyHistogram {
 };
 
 // Counters of a stream or event pool.
-struct PoolStats {
+struct GPUPOOL_EXPORT PoolStats {
   int64_t acquired = 0;          // successful acquires
   int64_t created = 0;           // handles created through the runtime
   int64_t reused = 0;            // acquires served from idle or drained
@@ -66,7 +67,7 @@ struct PoolStats {
 };
 
 // A lease still out, for leak reports: what, where it was acquired.
-struct OutstandingLease {
+struct GPUPOOL_EXPORT OutstandingLease {
   std::string resource;  // "stream", "event", "allocation"
   int device = -1;
   std::string key;  // config or memory kind

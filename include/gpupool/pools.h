@@ -31,18 +31,19 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/export.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/stream_pool.h"
 
 namespace gpupool {
 
-struct PoolsOptions {
+struct GPUPOOL_EXPORT PoolsOptions {
   StreamPoolOptions streams;
   EventPoolOptions events;
   AllocationCacheOptions allocations;
 };
 
-class Pools {
+class GPUPOOL_EXPORT Pools {
  public:
   // Takes ownership of `backend`. InvalidArgument when null; the backend's
   // status when it reports no usable device.
@@ -85,7 +86,7 @@ class Pools {
 // ends. Errors: InvalidArgument for an unknown GPUPOOL_BACKEND; the chosen
 // backend's status (e.g. Unavailable "no CUDA device") when unusable; NotFound
 // when no runtime backend reports a device and GPUPOOL_BACKEND is unset.
-absl::StatusOr<Pools*> ProcessPools();
+GPUPOOL_EXPORT absl::StatusOr<Pools*> ProcessPools();
 
 }  // namespace gpupool
 

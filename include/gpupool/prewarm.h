@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
@@ -18,7 +19,7 @@ class KeyedPool;
 }  // namespace internal
 
 // Copyable handle on a background prewarm. Thread-safe.
-class PrewarmTicket {
+class GPUPOOL_EXPORT PrewarmTicket {
  public:
   // An empty ticket: done, Wait() returns OK. Tickets that track a prewarm
   // come from StreamPool::PrewarmAsync and EventPool::PrewarmAsync only.

@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 
@@ -68,11 +69,11 @@ enum class SimOp {
   kIpcCloseHandle,
 };
 inline constexpr int kSimOpCount = static_cast<int>(SimOp::kIpcCloseHandle) + 1;
-absl::string_view SimOpName(SimOp op);
+GPUPOOL_EXPORT absl::string_view SimOpName(SimOp op);
 
 // Latencies charged (slept, outside locks) per primitive, and the runtime's
 // blocking semantics.
-struct SimProfile {
+struct GPUPOOL_EXPORT SimProfile {
   std::string name = "instant";
   absl::Duration stream_create = absl::ZeroDuration();
   absl::Duration stream_destroy = absl::ZeroDuration();
@@ -104,7 +105,7 @@ struct SimProfile {
   static SimProfile RocmMi300x();
 };
 
-struct SimOptions {
+struct GPUPOOL_EXPORT SimOptions {
   int device_count = 1;
   SimProfile profile = SimProfile::Instant();
   // Total memory per device (device kind); pinned host memory is unlimited
@@ -134,7 +135,7 @@ struct SimGraph {
   explicit operator bool() const { return id != 0; }
 };
 
-class SimBackend : public Backend {
+class GPUPOOL_EXPORT SimBackend : public Backend {
  public:
   explicit SimBackend(SimOptions options = {});
   // Reports every handle still live on a device that is not poisoned as a

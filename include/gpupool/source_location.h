@@ -9,9 +9,11 @@
 
 #include <cstdint>
 
+#include "gpupool/export.h"
+
 namespace gpupool {
 
-class SourceLocation {
+class GPUPOOL_EXPORT SourceLocation {
  public:
   static constexpr SourceLocation Current(
 #if defined(__GNUC__) || defined(__clang__)

@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
+#include "gpupool/export.h"
 #include "gpupool/internal/lease.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
@@ -56,7 +57,7 @@ struct StreamKind;
 }  // namespace internal
 
 // A leased stream. Move-only; returns the stream to its pool when destroyed.
-class PooledStream {
+class GPUPOOL_EXPORT PooledStream {
  public:
   PooledStream() = default;
   PooledStream(PooledStream&&) noexcept = default;
@@ -85,7 +86,7 @@ class PooledStream {
   internal::Lease lease_;
 };
 
-class StreamPool {
+class GPUPOOL_EXPORT StreamPool {
  public:
   // Pools streams of `backend`, which must outlive the pool. Devices are
   // those `backend.DeviceCount()` reports now; if it fails, every Acquire

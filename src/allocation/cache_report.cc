@@ -67,7 +67,9 @@ std::string AllocationCacheCore::DebugString() const {
       options_.max_cached_block_bytes, PolicyName(options_.cross_stream));
   if (Forked()) return absl::StrCat(out, " [forked: unusable]");
   if (!lifetime_.device_count_status().ok()) {
-    absl::StrAppend(&out, " [", lifetime_.device_count_status().ToString(),
+    absl::StrAppend(&out, " [",
+                    lifetime_.device_count_status().ToString(
+                        absl::StatusToStringMode::kWithNoExtraData),
                     "]");
   }
   absl::StrAppend(&out, "\n  total: ", GetStats().ToString());

@@ -72,7 +72,9 @@ absl::Status AllocationCacheCore::OutOfMemoryError(
       info.ok() ? absl::StrFormat("device free %d bytes of %d bytes total",
                                   info->free_bytes, info->total_bytes)
                 : absl::StrCat("device free/total unknown (",
-                               info.status().ToString(), ")");
+                               info.status().ToString(
+                                   absl::StatusToStringMode::kWithNoExtraData),
+                               ")");
   return absl::ResourceExhaustedError(absl::StrFormat(
       "AllocationCache: out of %s memory on device %d: requested %d bytes, "
       "rounded to %d bytes; in use %d bytes (%d allocations), cached %d "

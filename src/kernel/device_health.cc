@@ -36,11 +36,12 @@ absl::Status DeviceHealth::CheckHealthy(int device) const {
   absl::Status cause = poison_cause(device);
   // Fault::kDevice: a caller classifying this status learns the device is
   // dead (not that its handle is bad).
-  return FaultError(Fault::kDevice, absl::StatusCode::kFailedPrecondition,
-                    absl::StrCat("device ", device,
-                                 " is poisoned by a sticky error and needs a "
-                                 "reset (then RecoverDevice): ",
-                                 cause.ToString()));
+  return FaultError(
+      Fault::kDevice, absl::StatusCode::kFailedPrecondition,
+      absl::StrCat("device ", device,
+                   " is poisoned by a sticky error and needs a "
+                   "reset (then RecoverDevice): ",
+                   cause.ToString(absl::StatusToStringMode::kWithNoExtraData)));
 }
 
 absl::Status DeviceHealth::poison_cause(int device) const {

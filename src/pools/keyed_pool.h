@@ -198,7 +198,9 @@ class KeyedPool {
                      " (", lifetime_.device_count(), " devices)");
     if (Forked()) return absl::StrCat(out, " [forked: unusable]");
     if (!lifetime_.device_count_status().ok()) {
-      absl::StrAppend(&out, " [", lifetime_.device_count_status().ToString(),
+      absl::StrAppend(&out, " [",
+                      lifetime_.device_count_status().ToString(
+                          absl::StatusToStringMode::kWithNoExtraData),
                       "]");
     }
     absl::StrAppend(&out, "\n  total: ", GetStats().ToString());

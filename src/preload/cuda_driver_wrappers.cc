@@ -42,10 +42,11 @@ using gpupool::preload_internal::RealFunction;
 using gpupool::preload_internal::Runtime;
 using gpupool::preload_internal::StreamConfigOf;
 
-#define GPUPOOL_EXPORT extern "C" __attribute__((visibility("default")))
+#define GPUPOOL_PRELOAD_ENTRY extern "C" __attribute__((visibility("default")))
 
-GPUPOOL_EXPORT int cuStreamCreateWithPriority(void** stream, unsigned flags,
-                                              int priority) {
+GPUPOOL_PRELOAD_ENTRY int cuStreamCreateWithPriority(void** stream,
+                                                     unsigned flags,
+                                                     int priority) {
   static RealFunction<int(void**, unsigned, int)> real_function(
       Runtime::kCudaDriver, "cuStreamCreateWithPriority");
   auto real = [&] {
@@ -55,7 +56,7 @@ GPUPOOL_EXPORT int cuStreamCreateWithPriority(void** stream, unsigned flags,
   return Driver().CreateStream(stream, StreamConfigOf(flags, priority), real);
 }
 
-GPUPOOL_EXPORT int cuStreamCreate(void** stream, unsigned flags) {
+GPUPOOL_PRELOAD_ENTRY int cuStreamCreate(void** stream, unsigned flags) {
   static RealFunction<int(void**, unsigned)> real_function(Runtime::kCudaDriver,
                                                            "cuStreamCreate");
   auto real = [&] {
@@ -65,7 +66,7 @@ GPUPOOL_EXPORT int cuStreamCreate(void** stream, unsigned flags) {
   return Driver().CreateStream(stream, StreamConfigOf(flags, 0), real);
 }
 
-GPUPOOL_EXPORT int cuStreamDestroy_v2(void* stream) {
+GPUPOOL_PRELOAD_ENTRY int cuStreamDestroy_v2(void* stream) {
   static RealFunction<int(void*)> real_function(Runtime::kCudaDriver,
                                                 "cuStreamDestroy_v2");
   auto real = [&] {
@@ -74,7 +75,7 @@ GPUPOOL_EXPORT int cuStreamDestroy_v2(void* stream) {
   return Driver().DestroyStream(stream, real);
 }
 
-GPUPOOL_EXPORT int cuStreamDestroy(void* stream) {
+GPUPOOL_PRELOAD_ENTRY int cuStreamDestroy(void* stream) {
   static RealFunction<int(void*)> real_function(Runtime::kCudaDriver,
                                                 "cuStreamDestroy");
   auto real = [&] {
@@ -83,7 +84,7 @@ GPUPOOL_EXPORT int cuStreamDestroy(void* stream) {
   return Driver().DestroyStream(stream, real);
 }
 
-GPUPOOL_EXPORT int cuEventCreate(void** event, unsigned flags) {
+GPUPOOL_PRELOAD_ENTRY int cuEventCreate(void** event, unsigned flags) {
   static RealFunction<int(void**, unsigned)> real_function(Runtime::kCudaDriver,
                                                            "cuEventCreate");
   auto real = [&] {
@@ -93,21 +94,21 @@ GPUPOOL_EXPORT int cuEventCreate(void** event, unsigned flags) {
   return Driver().CreateEvent(event, EventConfigOf(flags), real);
 }
 
-GPUPOOL_EXPORT int cuEventDestroy_v2(void* event) {
+GPUPOOL_PRELOAD_ENTRY int cuEventDestroy_v2(void* event) {
   static RealFunction<int(void*)> real_function(Runtime::kCudaDriver,
                                                 "cuEventDestroy_v2");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized, event); };
   return Driver().DestroyEvent(event, real);
 }
 
-GPUPOOL_EXPORT int cuEventDestroy(void* event) {
+GPUPOOL_PRELOAD_ENTRY int cuEventDestroy(void* event) {
   static RealFunction<int(void*)> real_function(Runtime::kCudaDriver,
                                                 "cuEventDestroy");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized, event); };
   return Driver().DestroyEvent(event, real);
 }
 
-GPUPOOL_EXPORT int cuDevicePrimaryCtxReset_v2(int device) {
+GPUPOOL_PRELOAD_ENTRY int cuDevicePrimaryCtxReset_v2(int device) {
   static RealFunction<int(int)> real_function(Runtime::kCudaDriver,
                                               "cuDevicePrimaryCtxReset_v2");
   auto real = [&] {
@@ -116,7 +117,7 @@ GPUPOOL_EXPORT int cuDevicePrimaryCtxReset_v2(int device) {
   return Driver().ResetDevice(device, real);
 }
 
-GPUPOOL_EXPORT int cuDevicePrimaryCtxReset(int device) {
+GPUPOOL_PRELOAD_ENTRY int cuDevicePrimaryCtxReset(int device) {
   static RealFunction<int(int)> real_function(Runtime::kCudaDriver,
                                               "cuDevicePrimaryCtxReset");
   auto real = [&] {
@@ -151,9 +152,9 @@ void InterposeProcAddress(void** function) {
 
 }  // namespace
 
-GPUPOOL_EXPORT int cuGetProcAddress_v2(const char* symbol, void** function,
-                                       int cuda_version, uint64_t flags,
-                                       int* status) {
+GPUPOOL_PRELOAD_ENTRY int cuGetProcAddress_v2(const char* symbol,
+                                              void** function, int cuda_version,
+                                              uint64_t flags, int* status) {
   static RealFunction<int(const char*, void**, int, uint64_t, int*)>
       real_function(Runtime::kCudaDriver, "cuGetProcAddress_v2");
   const int result = real_function.CallOr(
@@ -162,8 +163,8 @@ GPUPOOL_EXPORT int cuGetProcAddress_v2(const char* symbol, void** function,
   return result;
 }
 
-GPUPOOL_EXPORT int cuGetProcAddress(const char* symbol, void** function,
-                                    int cuda_version, uint64_t flags) {
+GPUPOOL_PRELOAD_ENTRY int cuGetProcAddress(const char* symbol, void** function,
+                                           int cuda_version, uint64_t flags) {
   static RealFunction<int(const char*, void**, int, uint64_t)> real_function(
       Runtime::kCudaDriver, "cuGetProcAddress");
   const int result = real_function.CallOr(kErrorNotInitialized, symbol,

@@ -36,10 +36,11 @@ using gpupool::preload_internal::PoolableStreamFlags;
 using gpupool::preload_internal::RealFunction;
 using gpupool::preload_internal::Runtime;
 
-#define GPUPOOL_EXPORT extern "C" __attribute__((visibility("default")))
+#define GPUPOOL_PRELOAD_ENTRY extern "C" __attribute__((visibility("default")))
 
-GPUPOOL_EXPORT int cudaStreamCreateWithPriority(void** stream, unsigned flags,
-                                                int priority) {
+GPUPOOL_PRELOAD_ENTRY int cudaStreamCreateWithPriority(void** stream,
+                                                       unsigned flags,
+                                                       int priority) {
   static RealFunction<int(void**, unsigned, int)> real_function(
       Runtime::kCudaRuntime, "cudaStreamCreateWithPriority");
   auto real = [&] {
@@ -50,7 +51,8 @@ GPUPOOL_EXPORT int cudaStreamCreateWithPriority(void** stream, unsigned flags,
       stream, gpupool::preload_internal::StreamConfigOf(flags, priority), real);
 }
 
-GPUPOOL_EXPORT int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
+GPUPOOL_PRELOAD_ENTRY int cudaStreamCreateWithFlags(void** stream,
+                                                    unsigned flags) {
   static RealFunction<int(void**, unsigned)> real_function(
       Runtime::kCudaRuntime, "cudaStreamCreateWithFlags");
   auto real = [&] {
@@ -61,7 +63,7 @@ GPUPOOL_EXPORT int cudaStreamCreateWithFlags(void** stream, unsigned flags) {
       stream, gpupool::preload_internal::StreamConfigOf(flags, 0), real);
 }
 
-GPUPOOL_EXPORT int cudaStreamCreate(void** stream) {
+GPUPOOL_PRELOAD_ENTRY int cudaStreamCreate(void** stream) {
   static RealFunction<int(void**)> real_function(Runtime::kCudaRuntime,
                                                  "cudaStreamCreate");
   auto real = [&] {
@@ -71,7 +73,7 @@ GPUPOOL_EXPORT int cudaStreamCreate(void** stream) {
       stream, gpupool::preload_internal::StreamConfigOf(0, 0), real);
 }
 
-GPUPOOL_EXPORT int cudaStreamDestroy(void* stream) {
+GPUPOOL_PRELOAD_ENTRY int cudaStreamDestroy(void* stream) {
   static RealFunction<int(void*)> real_function(Runtime::kCudaRuntime,
                                                 "cudaStreamDestroy");
   auto real = [&] {
@@ -80,7 +82,8 @@ GPUPOOL_EXPORT int cudaStreamDestroy(void* stream) {
   return Cuda().DestroyStream(stream, real);
 }
 
-GPUPOOL_EXPORT int cudaEventCreateWithFlags(void** event, unsigned flags) {
+GPUPOOL_PRELOAD_ENTRY int cudaEventCreateWithFlags(void** event,
+                                                   unsigned flags) {
   static RealFunction<int(void**, unsigned)> real_function(
       Runtime::kCudaRuntime, "cudaEventCreateWithFlags");
   auto real = [&] {
@@ -91,7 +94,7 @@ GPUPOOL_EXPORT int cudaEventCreateWithFlags(void** event, unsigned flags) {
       event, gpupool::preload_internal::EventConfigOf(flags), real);
 }
 
-GPUPOOL_EXPORT int cudaEventCreate(void** event) {
+GPUPOOL_PRELOAD_ENTRY int cudaEventCreate(void** event) {
   static RealFunction<int(void**)> real_function(Runtime::kCudaRuntime,
                                                  "cudaEventCreate");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized, event); };
@@ -99,14 +102,14 @@ GPUPOOL_EXPORT int cudaEventCreate(void** event) {
                             real);
 }
 
-GPUPOOL_EXPORT int cudaEventDestroy(void* event) {
+GPUPOOL_PRELOAD_ENTRY int cudaEventDestroy(void* event) {
   static RealFunction<int(void*)> real_function(Runtime::kCudaRuntime,
                                                 "cudaEventDestroy");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized, event); };
   return Cuda().DestroyEvent(event, real);
 }
 
-GPUPOOL_EXPORT int cudaDeviceReset() {
+GPUPOOL_PRELOAD_ENTRY int cudaDeviceReset() {
   static RealFunction<int()> real_function(Runtime::kCudaRuntime,
                                            "cudaDeviceReset");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized); };

@@ -33,10 +33,11 @@ using gpupool::preload_internal::PoolableStreamFlags;
 using gpupool::preload_internal::RealFunction;
 using gpupool::preload_internal::Runtime;
 
-#define GPUPOOL_EXPORT extern "C" __attribute__((visibility("default")))
+#define GPUPOOL_PRELOAD_ENTRY extern "C" __attribute__((visibility("default")))
 
-GPUPOOL_EXPORT int hipStreamCreateWithPriority(void** stream, unsigned flags,
-                                               int priority) {
+GPUPOOL_PRELOAD_ENTRY int hipStreamCreateWithPriority(void** stream,
+                                                      unsigned flags,
+                                                      int priority) {
   static RealFunction<int(void**, unsigned, int)> real_function(
       Runtime::kHip, "hipStreamCreateWithPriority");
   auto real = [&] {
@@ -47,7 +48,8 @@ GPUPOOL_EXPORT int hipStreamCreateWithPriority(void** stream, unsigned flags,
       stream, gpupool::preload_internal::StreamConfigOf(flags, priority), real);
 }
 
-GPUPOOL_EXPORT int hipStreamCreateWithFlags(void** stream, unsigned flags) {
+GPUPOOL_PRELOAD_ENTRY int hipStreamCreateWithFlags(void** stream,
+                                                   unsigned flags) {
   static RealFunction<int(void**, unsigned)> real_function(
       Runtime::kHip, "hipStreamCreateWithFlags");
   auto real = [&] {
@@ -58,7 +60,7 @@ GPUPOOL_EXPORT int hipStreamCreateWithFlags(void** stream, unsigned flags) {
       stream, gpupool::preload_internal::StreamConfigOf(flags, 0), real);
 }
 
-GPUPOOL_EXPORT int hipStreamCreate(void** stream) {
+GPUPOOL_PRELOAD_ENTRY int hipStreamCreate(void** stream) {
   static RealFunction<int(void**)> real_function(Runtime::kHip,
                                                  "hipStreamCreate");
   auto real = [&] {
@@ -68,8 +70,9 @@ GPUPOOL_EXPORT int hipStreamCreate(void** stream) {
       stream, gpupool::preload_internal::StreamConfigOf(0, 0), real);
 }
 
-GPUPOOL_EXPORT int hipExtStreamCreateWithCUMask(void** stream, uint32_t words,
-                                                const uint32_t* mask) {
+GPUPOOL_PRELOAD_ENTRY int hipExtStreamCreateWithCUMask(void** stream,
+                                                       uint32_t words,
+                                                       const uint32_t* mask) {
   static RealFunction<int(void**, uint32_t, const uint32_t*)> real_function(
       Runtime::kHip, "hipExtStreamCreateWithCUMask");
   auto real = [&] {
@@ -84,7 +87,7 @@ GPUPOOL_EXPORT int hipExtStreamCreateWithCUMask(void** stream, uint32_t words,
   return Hip().CreateStream(stream, config, real);
 }
 
-GPUPOOL_EXPORT int hipStreamDestroy(void* stream) {
+GPUPOOL_PRELOAD_ENTRY int hipStreamDestroy(void* stream) {
   static RealFunction<int(void*)> real_function(Runtime::kHip,
                                                 "hipStreamDestroy");
   auto real = [&] {
@@ -93,7 +96,8 @@ GPUPOOL_EXPORT int hipStreamDestroy(void* stream) {
   return Hip().DestroyStream(stream, real);
 }
 
-GPUPOOL_EXPORT int hipEventCreateWithFlags(void** event, unsigned flags) {
+GPUPOOL_PRELOAD_ENTRY int hipEventCreateWithFlags(void** event,
+                                                  unsigned flags) {
   static RealFunction<int(void**, unsigned)> real_function(
       Runtime::kHip, "hipEventCreateWithFlags");
   auto real = [&] {
@@ -104,7 +108,7 @@ GPUPOOL_EXPORT int hipEventCreateWithFlags(void** event, unsigned flags) {
       event, gpupool::preload_internal::EventConfigOf(flags), real);
 }
 
-GPUPOOL_EXPORT int hipEventCreate(void** event) {
+GPUPOOL_PRELOAD_ENTRY int hipEventCreate(void** event) {
   static RealFunction<int(void**)> real_function(Runtime::kHip,
                                                  "hipEventCreate");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized, event); };
@@ -112,14 +116,14 @@ GPUPOOL_EXPORT int hipEventCreate(void** event) {
                            real);
 }
 
-GPUPOOL_EXPORT int hipEventDestroy(void* event) {
+GPUPOOL_PRELOAD_ENTRY int hipEventDestroy(void* event) {
   static RealFunction<int(void*)> real_function(Runtime::kHip,
                                                 "hipEventDestroy");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized, event); };
   return Hip().DestroyEvent(event, real);
 }
 
-GPUPOOL_EXPORT int hipDeviceReset() {
+GPUPOOL_PRELOAD_ENTRY int hipDeviceReset() {
   static RealFunction<int()> real_function(Runtime::kHip, "hipDeviceReset");
   auto real = [&] { return real_function.CallOr(kErrorNotInitialized); };
   return Hip().ResetDevice(/*device=*/-1, real);

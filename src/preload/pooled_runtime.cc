@@ -22,6 +22,7 @@
 #include "gpupool/config.h"
 #include "gpupool/pools.h"
 #include "src/kernel/fork_safe_mutex.h"
+#include "src/preload/environment_check.h"
 #include "src/preload/guarded_backend.h"
 #include "src/preload/runtime_call_guard.h"
 
@@ -82,13 +83,6 @@ void PrintStatsAtExit() {
     const std::string report = runtime->StatsReport();
     if (!report.empty()) std::fprintf(stderr, "%s", report.c_str());
   }
-}
-
-// As for ProcessPools(): any value but empty or "0".
-bool StatsRequested() {
-  const char* value = std::getenv("GPUPOOL_STATS");
-  return value != nullptr && value[0] != '\0' &&
-         !(value[0] == '0' && value[1] == '\0');
 }
 
 std::string Seconds(absl::Duration duration) {
@@ -184,8 +178,10 @@ bool PooledRuntime::Initialize() {
         pools_ = pools->release();
         if (absl::Status prewarm = RunPrewarms(*pools_, config->prewarm);
             !prewarm.ok()) {
-          std::fprintf(stderr, "gpupool preload [%s]: %s\n", description_.name,
-                       prewarm.ToString().c_str());
+          std::fprintf(
+              stderr, "gpupool preload [%s]: %s\n", description_.name,
+              prewarm.ToString(absl::StatusToStringMode::kWithNoExtraData)
+                  .c_str());
         }
       } else {
         status = pools.status();
@@ -195,7 +191,8 @@ bool PooledRuntime::Initialize() {
     }
   }
   if (!status.ok()) {
-    unavailable_reason_ = status.ToString();
+    unavailable_reason_ =
+        status.ToString(absl::StatusToStringMode::kWithNoExtraData);
     if (StatsRequested()) {
       std::fprintf(stderr, "gpupool preload [%s]: not pooling: %s\n",
                    description_.name, unavailable_reason_.c_str());

@@ -82,8 +82,9 @@ absl::StatusOr<Pools*> CreateProcessPools() {
   // A failed prewarm only costs the speed-up: warn, keep the pools.
   absl::Status prewarmed = RunPrewarms(*process_pools, config->prewarm);
   if (!prewarmed.ok()) {
-    std::fprintf(stderr, "gpupool: %s: %s\n", kPoolsConfigEnvVar,
-                 prewarmed.ToString().c_str());
+    std::fprintf(
+        stderr, "gpupool: %s: %s\n", kPoolsConfigEnvVar,
+        prewarmed.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
   }
   return process_pools;
 }

@@ -126,7 +126,9 @@ std::vector<LeaseSnapshot::Finding> LeaseSnapshot::FindLeaks() const {
       ++still_poisoned;
       findings.push_back(
           {absl::StrCat("device ", device, " was poisoned (",
-                        health.poison_cause(device).ToString(), ")"),
+                        health.poison_cause(device).ToString(
+                            absl::StatusToStringMode::kWithNoExtraData),
+                        ")"),
            SourceLocation()});
     }
     if (still_poisoned == 0) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "gpupool/export.h"
+
 namespace gpupool::internal {
 
 // Where a lease goes back to: one shard of a pool or cache. The owner keeps
@@ -15,7 +17,7 @@ namespace gpupool::internal {
 // release is defined. A lease holds a plain pointer and writes no shared
 // reference count: the owner counts its leases where it already writes
 // (a keyed shard, under the lock its acquire and return take anyway).
-class LeaseOwner {
+class GPUPOOL_EXPORT LeaseOwner {
  public:
   // Takes the handle back; the lease's last touch of the owner, which may
   // delete itself before returning. `site` is the owner's own bookkeeping
@@ -32,7 +34,7 @@ class LeaseOwner {
   virtual ~LeaseOwner() = default;
 };
 
-class Lease {
+class GPUPOOL_EXPORT Lease {
  public:
   Lease() = default;
   Lease(LeaseOwner* owner, void* handle, uint64_t lease_id, uint32_t site,

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gpupool/export.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/pools.h"
 #include "gpupool/source_location.h"
@@ -55,7 +56,7 @@
 namespace gpupool::testing {
 
 // What a leak check looks at.
-struct LeakCheckOptions {
+struct GPUPOOL_EXPORT LeakCheckOptions {
   bool check_streams = true;
   bool check_events = true;
   bool check_allocations = true;  // PooledAllocation leases (not stable ones)
@@ -67,7 +68,7 @@ struct LeakCheckOptions {
 namespace internal {
 
 // What is out at construction, and what was acquired since and is still out.
-class LeaseSnapshot {
+class GPUPOOL_EXPORT LeaseSnapshot {
  public:
   LeaseSnapshot(Pools& pools, const LeakCheckOptions& options);
 
@@ -99,7 +100,7 @@ class LeaseSnapshot {
 // Creates ProcessPools() in SetUp and keeps it for the whole binary (it is
 // never destroyed). When ProcessPools() fails, SetUp fails fatally with the
 // status and GoogleTest runs no test (e.g. no GPU and GPUPOOL_BACKEND unset).
-class ProcessPoolsEnvironment : public ::testing::Environment {
+class GPUPOOL_EXPORT ProcessPoolsEnvironment : public ::testing::Environment {
  public:
   void SetUp() override;
   // The bundle; nullptr before SetUp or when it failed.
@@ -112,7 +113,8 @@ class ProcessPoolsEnvironment : public ::testing::Environment {
 // Fails each test that ends with leases it acquired still out. Append it to
 // GoogleTest's listeners after the default printer (the order
 // `listeners().Append` gives), so that the verdict printed includes it.
-class LeakCheckListener : public ::testing::EmptyTestEventListener {
+class GPUPOOL_EXPORT LeakCheckListener
+    : public ::testing::EmptyTestEventListener {
  public:
   // Checks ProcessPools() (nothing when it cannot be created: the
   // environment reports that).
@@ -138,7 +140,7 @@ class LeakCheckListener : public ::testing::EmptyTestEventListener {
 //     gpupool::testing::ScopedLeakGuard guard(*pools);
 //     MyClient client(*pools);   // ~MyClient returns everything first
 //   }
-class ScopedLeakGuard {
+class GPUPOOL_EXPORT ScopedLeakGuard {
  public:
   explicit ScopedLeakGuard(Pools& pools, LeakCheckOptions options = {},
                            SourceLocation where = SourceLocation::Current());
@@ -160,7 +162,7 @@ class ScopedLeakGuard {
 // Registers a ProcessPoolsEnvironment and appends a LeakCheckListener over
 // ProcessPools() to the running GoogleTest. Call once, after
 // ::testing::InitGoogleTest and before RUN_ALL_TESTS.
-void InstallProcessPoolsTestHooks(LeakCheckOptions options = {});
+GPUPOOL_EXPORT void InstallProcessPoolsTestHooks(LeakCheckOptions options = {});
 
 }  // namespace gpupool::testing
 

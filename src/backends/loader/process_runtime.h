@@ -60,8 +60,11 @@ class ProcessRuntime {
     if (chosen_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the process's ", runtime_, " runtime is already chosen (",
-          table_ != nullptr ? table_->source : error_.ToString(), "); ",
-          use_call_, " must come before the first ", runtime_, " backend"));
+          table_ != nullptr
+              ? table_->source
+              : error_.ToString(absl::StatusToStringMode::kWithNoExtraData),
+          "); ", use_call_, " must come before the first ", runtime_,
+          " backend"));
     }
     chosen_ = true;
     Publish(std::move(table));

@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "gpupool/export.h"
 
 namespace gpupool {
 namespace loader_internal {
@@ -82,7 +83,8 @@ struct EntryPoint {
 using SymbolLookup = absl::FunctionRef<void*(const char* name)>;
 
 // An opened runtime library (never closed; see above).
-class RuntimeLibrary {
+// Exported from a shared libgpupool_loader for the backend libraries.
+class GPUPOOL_EXPORT RuntimeLibrary {
  public:
   // Opens the library `search` describes (see the header comment for the
   // order). Unavailable, naming the environment variable and every candidate
@@ -119,8 +121,9 @@ class RuntimeLibrary {
 // Fills each entry's slot with lookup(entry.name). When any is missing, fails
 // with Unavailable "<source> lacks <names> (...)" and writes no slot. `source`
 // names where the symbols came from ("CUDA runtime /usr/lib/libcudart.so.13").
-absl::Status ResolveEntryPoints(absl::string_view source, SymbolLookup lookup,
-                                absl::Span<const EntryPoint> entries);
+GPUPOOL_EXPORT absl::Status ResolveEntryPoints(
+    absl::string_view source, SymbolLookup lookup,
+    absl::Span<const EntryPoint> entries);
 
 }  // namespace loader_internal
 }  // namespace gpupool
