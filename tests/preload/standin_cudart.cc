@@ -221,3 +221,18 @@ STANDIN_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes,
   *total_bytes = size_t{1} << 34;
   return cudaSuccess;
 }
+
+// Interprocess memory: the programs under the preload never share memory
+// with another process, so the stand-in answers as a platform without legacy
+// IPC does (cudaErrorNotSupported), like CUDA on WSL.
+STANDIN_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) {
+  return cudaErrorNotSupported;
+}
+STANDIN_EXPORT cudaError_t cudaIpcOpenMemHandle(void** ptr, cudaIpcMemHandle_t,
+                                                unsigned int) {
+  if (ptr != nullptr) *ptr = nullptr;
+  return cudaErrorNotSupported;
+}
+STANDIN_EXPORT cudaError_t cudaIpcCloseMemHandle(void*) {
+  return cudaErrorNotSupported;
+}

@@ -206,3 +206,17 @@ STANDIN_EXPORT hipError_t hipMemGetInfo(size_t* free_bytes,
   *total_bytes = size_t{1} << 34;
   return hipSuccess;
 }
+
+// Interprocess memory: the programs under the preload never share memory
+// with another process, so the stand-in answers as a platform without IPC.
+STANDIN_EXPORT hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t*, void*) {
+  return hipErrorNotSupported;
+}
+STANDIN_EXPORT hipError_t hipIpcOpenMemHandle(void** ptr, hipIpcMemHandle_t,
+                                              unsigned int) {
+  if (ptr != nullptr) *ptr = nullptr;
+  return hipErrorNotSupported;
+}
+STANDIN_EXPORT hipError_t hipIpcCloseMemHandle(void*) {
+  return hipErrorNotSupported;
+}
