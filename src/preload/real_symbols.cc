@@ -57,8 +57,14 @@ DlsymFunction RealDlsym() {
   DlsymFunction function = real.load(std::memory_order_acquire);
   if (function != nullptr) return function;
   // dlvsym is not interposed, so this cannot recurse. glibc 2.34 moved dlsym
-  // into libc under a new version; older ones have only the first.
-  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"}) {
+  // into libc under a new version; older ones have only the first. A plain
+  // array, not an initializer_list: a sanitizer runtime calls this while it
+  // initialises, and an unoptimised build would call initializer_list's
+  // out-of-line begin(), whose copy the linker may take from an
+  // instrumented object.
+  static constexpr const char* kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5",
+                                              "GLIBC_2.17"};
+  for (const char* version : kVersions) {
     function =
         reinterpret_cast<DlsymFunction>(dlvsym(RTLD_NEXT, "dlsym", version));
     if (function != nullptr) break;
