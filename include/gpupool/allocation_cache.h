@@ -119,6 +119,10 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // block released during a capture out of reuse until the cache is
   // destroyed. Off by default: it doubles the runtime calls of a same-stream
   // cycle (1 -> 2). While any CaptureScope is open the check is made anyway.
+  // A backend whose GetCaptureInfo is Unimplemented is asked GetCaptureStatus
+  // instead; one with neither never captures. A query that fails otherwise
+  // leaves the capture unknown, and the block is held as if captured (a
+  // sticky error poisons the device and the block is dropped).
   bool detect_unregistered_captures = false;
 };
 

@@ -134,7 +134,7 @@ struct GPUPOOL_EXPORT IpcStats {
   int64_t local_imports = 0;  // ... of this cache's own handles
   int64_t opens = 0;          // runtime OpenIpcHandle calls that succeeded
   int64_t closes = 0;         // mappings closed (runtime calls)
-  int64_t dropped = 0;        // mappings forgotten without a runtime call
+  int64_t dropped = 0;  // mappings forgotten: no runtime call, or it failed
   int64_t mappings_live = 0;  // mappings open now
   int64_t import_leases = 0;  // ImportedBuffer leases out now
 

@@ -162,6 +162,14 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
               MatchRoute(device, stream, *info)) {
         return AllocateInGraphPool(std::move(pool), shard, request);
       }
+      if (poisoned(device)) {  // a capture query of MatchRoute's
+        return AllocationFailed(shard, lifetime_.PoisonedError(device));
+      }
+    } else {
+      // Whether the stream captures for a scope is unknown: a block of the
+      // general cache could end up in a graph that outlives its lease, so
+      // the allocation fails (a sticky error poisons the device).
+      return AllocationFailed(shard, info.status());
     }
   }
   if (bytes > options_.max_cached_block_bytes) {
@@ -296,10 +304,12 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   } else if (poisoned(device) || block->generation != generation(device)) {
     state = BlockState::kDrop;
   } else if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
-                                graph_pools_.AnyRouteOpen()) &&
-             HoldIfCapturing(shard, block)) {
+                                graph_pools_.AnyRouteOpen())) {
     // Used on a capturing stream: a graph may replay it (graph/pool.cc).
-    return;
+    if (HoldIfCapturing(shard, block)) return;
+    // The capture query may have met a sticky error.
+    state =
+        poisoned(device) ? BlockState::kDrop : fence_.RecordReadyEvents(block);
   } else {
     state = fence_.RecordReadyEvents(block);
   }

@@ -176,6 +176,12 @@ class AllocationCacheCore
   bool poisoned(int device) const {
     return device_health().is_poisoned(device);
   }
+  // A sticky runtime error poisons `device`: true when `status` was one.
+  bool PoisonIfSticky(int device, const absl::Status& status) const {
+    if (FaultOf(status) != Fault::kDevice) return false;
+    device_health().Poison(device, status);
+    return true;
+  }
 
   // --- cache_core.cc ---
   // The kernel's entry checks, with this cache's wording.
@@ -285,8 +291,8 @@ class AllocationCacheCore
   std::vector<AllocationLeaseOwner*> lease_anchors_;
   GraphPoolRegistry graph_pools_;
   std::atomic<bool> closed_{false};
-  // IPC (ipc/cache_methods.cc): this cache's exports, and its imports (shared with the
-  // ImportedBuffer leases).
+  // IPC (ipc/cache_methods.cc): this cache's exports, and its imports (shared
+  // with the ImportedBuffer leases).
   IpcExports ipc_exports_{backend_};
   const std::shared_ptr<IpcImports> ipc_imports_ =
       std::make_shared<IpcImports>(backend_, lifetime_, ipc_exports_);

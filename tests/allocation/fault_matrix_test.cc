@@ -17,9 +17,12 @@
 //   * the pools keep serving other keys and devices.
 //
 // A cell is (path, op, fault) for a path that calls op. The table of
-// scenarios below defines the cells; the test prints the coverage and fails
-// unless every cell was exercised (the injected fault was consumed by that
-// path) and held every invariant.
+// scenarios below (and, for graph pools and IPC, the one in
+// fault_matrix_graph_ipc_test.cc) defines the cells; the test prints the
+// coverage and fails unless every cell was exercised (the injected fault was
+// consumed by that path) and held every invariant.
+
+#include "tests/util/fault_matrix.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -61,176 +64,13 @@
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "src/kernel/process_state.h"
-#include "tests/util/checking_backend.h"
-#include "tests/util/test_util.h"
 
-namespace gpupool {
+namespace gpupool::fault_matrix {
 namespace {
 
-using ::gpupool::testing::CheckingBackend;
-using ::gpupool::testing::StrictSimOptions;
-
-constexpr int kDevices = 3;
-constexpr int kTarget = 0;  // the device every fault is injected on
-constexpr int kOther = 1;   // must keep working whatever happens to kTarget
-
-constexpr Fault kFaults[] = {Fault::kResource, Fault::kDevice,
-                             Fault::kOutOfMemory, Fault::kShutdown,
-                             Fault::kCaller};
-
-// The code each injected fault carries: what a runtime error of that class
-// typically maps to, so that "the caller sees the runtime's status" is
-// distinguishable from the pools' own FailedPrecondition/ResourceExhausted.
-absl::StatusCode InjectedCode(Fault fault) {
-  switch (fault) {
-    case Fault::kResource:
-      return absl::StatusCode::kAborted;
-    case Fault::kDevice:
-      return absl::StatusCode::kInternal;
-    case Fault::kOutOfMemory:
-      return absl::StatusCode::kResourceExhausted;
-    case Fault::kShutdown:
-      return absl::StatusCode::kUnavailable;
-    default:
-      return absl::StatusCode::kInvalidArgument;
-  }
-}
-
-// Injected statuses carry a marker so the wrapper can tell which call
-// consumed them: the cell's own fault, or one a scenario queued as setup.
-constexpr absl::string_view kCellMarker = "fault-matrix cell fault";
-constexpr absl::string_view kSetupMarker = "fault-matrix setup fault";
-
 // ---------------------------------------------------------------------------
-// Expectations
+// Paths and scenarios (the harness: tests/util/fault_matrix.h)
 // ---------------------------------------------------------------------------
-
-// Handles the simulator may still hold after every pool was destroyed.
-struct Leaks {
-  int streams = 0;
-  int events = 0;
-  int allocations = 0;
-  friend bool operator==(const Leaks& a, const Leaks& b) {
-    return a.streams == b.streams && a.events == b.events &&
-           a.allocations == b.allocations;
-  }
-  std::string ToString() const {
-    return absl::StrCat("{streams=", streams, ", events=", events,
-                        ", allocations=", allocations, "}");
-  }
-};
-constexpr Leaks kOneStream{1, 0, 0};
-constexpr Leaks kOneEvent{0, 1, 0};
-constexpr Leaks kOneAllocation{0, 0, 1};
-
-struct Expectation {
-  // What the caller of the path sees; nullopt when the path has no caller
-  // (a release, Trim() of a handle pool, a destructor, the exit drain).
-  std::optional<absl::StatusCode> code;
-  Leaks leaks;
-};
-using ExpectFn = std::function<Expectation(Fault)>;
-
-// kShutdown leaks `shutdown` (the runtime is unloading: leak quietly);
-// kResource, kOutOfMemory and kCaller leak `other` (e.g. memory whose last
-// use can no longer be observed); kDevice leaks nothing that counts: the
-// device's handles are exempt, its context is dead.
-Leaks LeaksFor(Fault fault, Leaks shutdown, Leaks other) {
-  if (fault == Fault::kShutdown) return shutdown;
-  if (fault == Fault::kDevice) return {};
-  return other;
-}
-
-// The caller sees the runtime's status as it is.
-ExpectFn Passthrough(Leaks shutdown = {}, Leaks other = {}) {
-  return [=](Fault f) {
-    return Expectation{InjectedCode(f), LeaksFor(f, shutdown, other)};
-  };
-}
-// The pool absorbs the fault and serves the request anyway, unless the
-// device died: then FailedPrecondition naming the sticky error.
-ExpectFn Recovers(Leaks shutdown = {}, Leaks other = {}) {
-  return [=](Fault f) {
-    return Expectation{f == Fault::kDevice
-                           ? absl::StatusCode::kFailedPrecondition
-                           : absl::StatusCode::kOk,
-                       LeaksFor(f, shutdown, other)};
-  };
-}
-// OK whatever happened (AllocationCache::Trim reports only failed frees).
-ExpectFn AlwaysOk(Leaks shutdown = {}, Leaks other = {}) {
-  return [=](Fault f) {
-    return Expectation{absl::StatusCode::kOk, LeaksFor(f, shutdown, other)};
-  };
-}
-// No caller to report to.
-ExpectFn Silent(Leaks shutdown = {}, Leaks other = {}) {
-  return [=](Fault f) {
-    return Expectation{std::nullopt, LeaksFor(f, shutdown, other)};
-  };
-}
-// A runtime allocation of the cache: out-of-memory runs the OOM chain
-// (trim, retry once: the retry succeeds), a sticky error poisons
-// (FailedPrecondition), anything else is the runtime's status.
-ExpectFn CacheAllocation() {
-  return [](Fault f) {
-    switch (f) {
-      case Fault::kDevice:
-        return Expectation{absl::StatusCode::kFailedPrecondition, {}};
-      case Fault::kOutOfMemory:
-        return Expectation{absl::StatusCode::kOk, {}};
-      default:
-        return Expectation{InjectedCode(f), {}};
-    }
-  };
-}
-// The OOM chain's retry: a second out-of-memory is ResourceExhausted with
-// the numbers, a sticky error FailedPrecondition, anything else as is.
-ExpectFn OomRetry() {
-  return [](Fault f) {
-    switch (f) {
-      case Fault::kDevice:
-        return Expectation{absl::StatusCode::kFailedPrecondition, {}};
-      case Fault::kOutOfMemory:
-        return Expectation{absl::StatusCode::kResourceExhausted, {}};
-      default:
-        return Expectation{InjectedCode(f), {}};
-    }
-  };
-}
-
-// ---------------------------------------------------------------------------
-// Paths and scenarios
-// ---------------------------------------------------------------------------
-
-enum class Path {
-  kStreamConstruct,
-  kStreamAcquire,
-  kStreamPrewarm,
-  kStreamPrewarmAsync,
-  kStreamValidate,
-  kStreamDrain,
-  kStreamReturn,
-  kStreamTrim,
-  kStreamClose,
-  kStreamExitDrain,
-  kEventAcquire,
-  kEventPrewarm,
-  kEventPrewarmAsync,
-  kEventValidate,
-  kEventDrain,
-  kEventReturn,
-  kEventTrim,
-  kEventClose,
-  kEventExitDrain,
-  kCacheAllocate,
-  kCacheRelease,
-  kCacheTrim,
-  kCacheOomChain,
-  kCacheStable,
-  kCacheClose,
-  kCacheExitDrain,
-};
 
 std::string PathName(Path path) {
   switch (path) {
@@ -286,6 +126,24 @@ std::string PathName(Path path) {
       return "cache destructor";
     case Path::kCacheExitDrain:
       return "cache exit drain";
+    case Path::kGraphScopeOpen:
+      return "graph capture scope open";
+    case Path::kGraphAllocate:
+      return "graph pool allocate";
+    case Path::kGraphUnregisteredRelease:
+      return "unregistered capture release";
+    case Path::kGraphPoolRelease:
+      return "graph pool release";
+    case Path::kGraphLateReturn:
+      return "graph lease after release";
+    case Path::kGraphFree:
+      return "graph blocks freed";
+    case Path::kIpcExport:
+      return "ipc export";
+    case Path::kIpcImport:
+      return "ipc import";
+    case Path::kIpcClose:
+      return "ipc mapping close";
   }
   return "?";
 }
@@ -294,162 +152,6 @@ bool IsExitDrain(Path path) {
   return path == Path::kStreamExitDrain || path == Path::kEventExitDrain ||
          path == Path::kCacheExitDrain;
 }
-
-class Harness;
-
-// The instant profile plus a resettable stream attribute, so that the return
-// path's attribute reset exists to inject into.
-SimProfile AttributeProfile() {
-  SimProfile profile = SimProfile::Instant();
-  profile.stream_attributes = true;
-  return profile;
-}
-
-struct Scenario {
-  Path path;
-  SimOp op;
-  std::string what;  // how the path is driven into the op
-  std::function<void(Harness&)> setup;
-  std::function<absl::Status(Harness&)> step;
-  ExpectFn expect;
-  PoolOptions pool_options = {};
-  AllocationCacheOptions cache_options = {};
-  // Inject before the pools exist (DeviceCount runs in their constructors).
-  bool inject_before_pools = false;
-};
-
-// One cell's world: a simulator behind the checking wrapper, the three pools
-// sharing one DeviceHealth, and the leases the scenario holds.
-class Harness {
- public:
-  Harness()
-      : sim(StrictSimOptions(kDevices, AttributeProfile())),
-        backend(sim, {std::string(kCellMarker), std::string(kSetupMarker)}) {}
-
-  int cell_faults() const { return backend.marker_count(0); }
-  int setup_faults() const { return backend.marker_count(1); }
-
-  void BuildPools(const Scenario& scenario) {
-    health = std::make_shared<DeviceHealth>(kDevices);
-    streams =
-        std::make_unique<StreamPool>(backend, health, scenario.pool_options);
-    events =
-        std::make_unique<EventPool>(backend, health, scenario.pool_options);
-    cache = std::make_unique<AllocationCache>(backend, *events, health,
-                                              scenario.cache_options);
-  }
-
-  void Error(std::string message) { errors.push_back(std::move(message)); }
-
-  // Queues a fault the scenario needs to reach its path (e.g. the first
-  // out-of-memory that starts the OOM chain).
-  void InjectSetupFault(SimOp op, Fault fault) {
-    sim.FailNext(op, FaultError(fault, InjectedCode(fault), kSetupMarker),
-                 kTarget);
-    ++setup_injections;
-  }
-
-  // Acquires and holds a lease, checking it is fresh: live in the runtime,
-  // on the right device, not held by another live lease.
-  absl::Status AcquireStream(int device, StreamConfig config = {}) {
-    absl::StatusOr<PooledStream> lease = streams->Acquire(device, config);
-    if (!lease.ok()) return lease.status();
-    if (!sim.is_live_stream(lease->get())) Error("a dead stream handed out");
-    if (lease->device() != device) Error("stream of the wrong device");
-    for (const PooledStream& held : held_streams) {
-      if (held && held.get() == lease->get()) {
-        Error("a stream handed out twice");
-      }
-    }
-    held_streams.push_back(*std::move(lease));
-    return absl::OkStatus();
-  }
-  absl::Status AcquireEvent(int device, EventConfig config = {}) {
-    absl::StatusOr<PooledEvent> lease = events->Acquire(device, config);
-    if (!lease.ok()) return lease.status();
-    if (!sim.is_live_event(lease->get())) Error("a dead event handed out");
-    if (lease->device() != device) Error("event of the wrong device");
-    for (const PooledEvent& held : held_events) {
-      if (held && held.get() == lease->get()) {
-        Error("an event handed out twice");
-      }
-    }
-    held_events.push_back(*std::move(lease));
-    return absl::OkStatus();
-  }
-  absl::Status Allocate(int device, size_t bytes,
-                        MemoryKind kind = MemoryKind::kDevice,
-                        NativeStream stream = nullptr) {
-    absl::StatusOr<PooledAllocation> lease =
-        cache->Allocate(device, bytes, kind, stream);
-    if (!lease.ok()) return lease.status();
-    if (lease->device() != device || lease->capacity() < bytes) {
-      Error("allocation of the wrong device or size");
-    }
-    const auto begin = reinterpret_cast<uintptr_t>(lease->data());
-    for (const PooledAllocation& held : held_allocations) {
-      if (!held || held.device() != device || held.kind() != kind) continue;
-      const auto other = reinterpret_cast<uintptr_t>(held.data());
-      if (begin < other + held.capacity() &&
-          other < begin + lease->capacity()) {
-        Error("two live allocations overlap");
-      }
-    }
-    held_allocations.push_back(*std::move(lease));
-    return absl::OkStatus();
-  }
-
-  NativeStream stream(int i) const { return held_streams[i].get(); }
-  NativeEvent event(int i) const { return held_events[i].get(); }
-
-  void ReleaseHeld() {
-    for (PooledAllocation& a : held_allocations) a.Release();
-    for (PooledEvent& e : held_events) e.Release();
-    for (PooledStream& s : held_streams) s.Release();
-  }
-
-  int live_streams_held() const {
-    return static_cast<int>(std::count_if(
-        held_streams.begin(), held_streams.end(),
-        [](const PooledStream& s) { return static_cast<bool>(s); }));
-  }
-  int live_allocations_held() const {
-    return static_cast<int>(std::count_if(
-        held_allocations.begin(), held_allocations.end(),
-        [](const PooledAllocation& a) { return static_cast<bool>(a); }));
-  }
-
-  // Handles still live in the simulator on devices that are not poisoned.
-  Leaks LiveHandles() const {
-    Leaks live;
-    for (int d = 0; d < kDevices; ++d) {
-      if (sim.is_poisoned(d)) continue;
-      live.streams += sim.live_streams(d);
-      live.events += sim.live_events(d);
-      live.allocations += sim.live_allocations(d);
-    }
-    return live;
-  }
-
-  SimBackend sim;
-  CheckingBackend backend;
-  std::shared_ptr<DeviceHealth> health;
-  std::unique_ptr<StreamPool> streams;
-  std::unique_ptr<EventPool> events;
-  std::unique_ptr<AllocationCache> cache;
-  std::vector<PooledStream> held_streams;
-  std::vector<PooledEvent> held_events;
-  std::vector<PooledAllocation> held_allocations;
-  int setup_injections = 0;
-  std::vector<std::string> errors;
-};
-
-// Long enough that a query right after it sees the work pending, short
-// enough that a synchronize the fault did not cut short costs little.
-constexpr absl::Duration kShortWork = absl::Milliseconds(100);
-constexpr size_t kSmall = 4096;
-constexpr size_t kMedium = 16384;
-constexpr size_t kLarge = 32768;
 
 // Two handles returned while busy, their work since completed: the next
 // query of each says idle (unless a fault is injected).
@@ -1108,6 +810,10 @@ CellResult RunCellHere(const Scenario& scenario, Fault fault) {
   for (std::string& violation : h.backend.violations()) {
     h.Error(std::move(violation));
   }
+  if (h.sim.graph_misuses() != 0) {
+    h.Error(absl::StrCat("graph oracle: ",
+                         absl::StrJoin(h.sim.graph_misuse_log(), "; ")));
+  }
   if (h.sim.misuse_count() != 0) {
     h.Error(absl::StrCat("sim misuse: ",
                          absl::StrJoin(h.sim.misuse_messages(), "; ")));
@@ -1173,7 +879,10 @@ CellResult RunCellInChild(const Scenario& scenario, Fault fault) {
 }
 
 TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
-  const std::vector<Scenario> scenarios = Scenarios();
+  std::vector<Scenario> scenarios = Scenarios();
+  for (Scenario& scenario : GraphIpcScenarios()) {
+    scenarios.push_back(std::move(scenario));
+  }
   // A cell is (path, op, fault); several scenarios may drive one (path, op),
   // and the cell counts as exercised only when all of them passed.
   std::map<std::pair<Path, SimOp>, std::vector<const Scenario*>> keys;
@@ -1214,8 +923,8 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
   EXPECT_EQ(total, static_cast<int>(keys.size() * std::size(kFaults)));
   // The matrix never shrinks unnoticed: a new path or primitive changes
   // this number on purpose.
-  EXPECT_EQ(total, 270);
+  EXPECT_EQ(total, 340);
 }
 
 }  // namespace
-}  // namespace gpupool
+}  // namespace gpupool::fault_matrix

@@ -21,6 +21,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gpupool/allocation_cache.h"
+#include "gpupool/device_health.h"
+#include "gpupool/event_pool.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
 #include "tests/allocation/sim_fixture.h"
@@ -135,6 +137,61 @@ TEST_F(GraphPoolTest, AnUnregisteredCaptureIsDetectedWhenAskedFor) {
   EXPECT_THAT(cache->Trim(0), IsOk());
   EXPECT_EQ(cache->GetStats(0).bytes_held_for_captures,
             static_cast<int64_t>(kMiB));
+}
+
+// A backend written before GetCaptureInfo (it answers Unimplemented): the
+// detection falls back to GetCaptureStatus, so an ordinary release is reused
+// and a release during a capture is still held; scopes are refused.
+class SimWithoutCaptureIds : public SimBackend {
+ public:
+  SimWithoutCaptureIds() : SimBackend(testing::StrictSimOptions(1)) {}
+  absl::StatusOr<CaptureInfo> GetCaptureInfo(int, NativeStream) override {
+    return absl::UnimplementedError("GetCaptureInfo: not supported");
+  }
+};
+
+TEST(GraphPoolOldBackendTest, DetectionFallsBackToTheCaptureStatus) {
+  SimWithoutCaptureIds sim;
+  auto health = std::make_shared<DeviceHealth>(1);
+  EventPool events(sim, health);
+  AllocationCacheOptions options;
+  options.detect_unregistered_captures = true;
+  AllocationCache cache(sim, events, health, options);
+  absl::StatusOr<NativeStream> s1 = sim.CreateStream(0, {});
+  absl::StatusOr<NativeStream> s2 = sim.CreateStream(0, {});
+  ASSERT_THAT(s1, IsOk());
+  ASSERT_THAT(s2, IsOk());
+  void* first = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> a =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, *s1);
+    ASSERT_THAT(a, IsOk());
+    first = a->data();
+  }
+  EXPECT_EQ(cache.GetStats(0).blocks_held_for_captures, 0);
+  {
+    absl::StatusOr<PooledAllocation> b =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, *s1);
+    ASSERT_THAT(b, IsOk());
+    EXPECT_EQ(b->data(), first);  // reused: nothing was capturing
+  }
+  sim.BeginCapture(*s1);
+  {
+    absl::StatusOr<PooledAllocation> c =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, *s1);
+    ASSERT_THAT(c, IsOk());
+  }
+  EXPECT_EQ(cache.GetStats(0).blocks_held_for_captures, 1);
+  absl::StatusOr<GraphPool> pool = cache.NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  EXPECT_THAT(cache.BeginCaptureScope(*pool, *s2),
+              StatusIs(absl::StatusCode::kUnimplemented));
+  absl::StatusOr<SimGraph> graph = sim.EndCaptureToGraph(*s1);
+  ASSERT_THAT(graph, IsOk());
+  ASSERT_THAT(sim.DestroyGraph(*graph), IsOk());
+  ASSERT_THAT(pool->Release(), IsOk());
+  EXPECT_THAT(sim.DestroyStream(0, *s1), IsOk());
+  EXPECT_THAT(sim.DestroyStream(0, *s2), IsOk());
 }
 
 // Routing is by capture id: a side stream joined into the capture (a wait on

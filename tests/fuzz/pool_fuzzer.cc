@@ -1,7 +1,8 @@
 // libFuzzer target: decodes the input into a sequence of pool operations on
 // SimBackend (acquire, release, discard, poison, recover, fail-next,
 // submit-work, complete, prewarm, trim, allocate, record-use, stable buffers,
-// captures, memory limits, across devices, configs and sizes) and checks the
+// captures, memory limits, graph pools and their captures and replays, IPC
+// export and self-import, across devices, configs and sizes) and checks the
 // pools' invariants after every step:
 //
 //   * no handle is held by two live leases, and every lease of a device that
@@ -14,6 +15,12 @@
 //   * the simulator saw no misuse (use after destroy, double free, wrong
 //     device, ...) and no runtime call named a device after the pools had
 //     marked it poisoned (tests/util/checking_backend.h);
+//   * graphs captured into a graph pool replay only memory the pool keeps for
+//     them: every device lease is claimed for its owner (the pool for a
+//     capture's allocations, else the lease itself) and the simulator's graph
+//     oracle counts no misuse (a replay writing freed or foreign memory);
+//   * graph-pool and IPC stats agree with the model (pools not released;
+//     local imports, leases out, no mapping in one process);
 //   * an input that injected no fault leaks nothing.
 //
 // A violated invariant prints the reason and traps, so libFuzzer keeps the
@@ -47,6 +54,8 @@
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/graph_pool.h"
+#include "gpupool/ipc_handle.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
@@ -82,7 +91,7 @@ const SimOp kFailOps[] = {
     SimOp::kResetAttributes,   SimOp::kStreamWaitEvent, SimOp::kEventCreate,
     SimOp::kEventDestroy,      SimOp::kEventRecord,     SimOp::kEventQuery,
     SimOp::kEventSynchronize,  SimOp::kAllocate,        SimOp::kFree,
-    SimOp::kMemoryInfo};
+    SimOp::kMemoryInfo,        SimOp::kIpcGetHandle};
 constexpr Fault kFaultClasses[] = {Fault::kResource, Fault::kDevice,
                                    Fault::kOutOfMemory, Fault::kShutdown,
                                    Fault::kCaller};
@@ -98,6 +107,26 @@ struct Stable {
   void* ptr = nullptr;
   size_t capacity = 0;
 };
+
+// A graph pool and what the fuzzer did with it.
+struct GraphModel {
+  GraphPool pool;
+  CaptureScope scope;
+  NativeStream capturing = nullptr;  // the open capture's stream, if any
+  std::vector<SimGraph> graphs;
+  std::vector<NativeStream> replay_streams;  // graphs launched there
+};
+
+// Claims of leases that are no capture's: owners above every pool id.
+constexpr uint64_t kLeaseOwnerBase = uint64_t{1} << 62;
+// Operation codes past the first 22 (0..21, see Step).
+constexpr int kGraphPoolOp = 22;  // new graph pool, or release one
+constexpr int kCaptureOp = 23;    // begin a capture (scoped or not), or end
+constexpr int kReplayOp = 24;     // launch or destroy a captured graph
+constexpr int kIpcOp = 25;        // export + self-import, import, release
+constexpr int kLastOp = kIpcOp;
+constexpr size_t kMaxGraphPools = 3;
+constexpr size_t kMaxImports = 4;
 
 class Session {
  public:
@@ -156,7 +185,7 @@ class Session {
     // GPUPOOL_FUZZ_TRACE=1: one line per step, to replay a crash by hand.
     static const bool trace = std::getenv("GPUPOOL_FUZZ_TRACE") != nullptr;
     for (int op = 0; op < kMaxOps && input_.remaining_bytes() > 0; ++op) {
-      const int code = input_.ConsumeIntegralInRange(0, 21);
+      const int code = input_.ConsumeIntegralInRange(0, kLastOp);
       Step(code);
       if (trace) {
         const AllocationCacheStats cache = cache_->GetStats();
@@ -211,14 +240,69 @@ class Session {
 
   // Streams referenced by a live allocation must stay leased: the cache
   // records its ready events on them at release (as with cudaMallocAsync,
-  // the stream must outlive the use).
+  // the stream must outlive the use). So must a stream that captures for a
+  // graph pool or replayed one of its graphs (its Release fences on it).
   bool StreamInUseByAllocation(NativeStream stream) const {
     for (const auto& [id, streams] : allocation_streams_) {
       if (std::find(streams.begin(), streams.end(), stream) != streams.end()) {
         return true;
       }
     }
-    return false;
+    for (const GraphModel& model : graph_models_) {
+      if (model.capturing == stream ||
+          std::find(model.replay_streams.begin(), model.replay_streams.end(),
+                    stream) != model.replay_streams.end()) {
+        return true;
+      }
+    }
+    return IsCapturing(stream);
+  }
+  bool IsCapturing(NativeStream stream) const {
+    return std::find(capturing_.begin(), capturing_.end(), stream) !=
+           capturing_.end();
+  }
+  // The graph model whose scope's capture runs on `stream`, or nullptr.
+  GraphModel* CaptureOf(NativeStream stream) {
+    if (stream == nullptr) return nullptr;
+    for (GraphModel& model : graph_models_) {
+      if (model.capturing == stream) return &model;
+    }
+    return nullptr;
+  }
+
+  // The model of the stable buffer `name` after AcquireStable (or
+  // ExportStable) returned `ptr` for `bytes`.
+  void ModelStable(const std::string& name, int device, size_t bytes,
+                   void* ptr) {
+    auto it = stable_.find({name, device});
+    if (it != stable_.end() && bytes <= it->second.capacity) {
+      FUZZ_CHECK(ptr == it->second.ptr, "a stable buffer moved");
+      return;
+    }
+    stable_[{name, device}] =
+        Stable{ptr, bytes <= max_cached_block_bytes_
+                        ? AllocationCache::RoundedSize(bytes)
+                        : bytes};
+  }
+
+  void ReleaseLease(PooledAllocation& lease) {
+    if (lease.kind() == MemoryKind::kDevice) sim_->ReleaseClaim(lease.data());
+    allocation_streams_.erase(lease.lease_id());
+    lease.Release();
+  }
+
+  // Ends the capture on `stream` (registered or not); keeps its graph.
+  void EndCaptureOn(NativeStream stream, std::vector<SimGraph>* graphs) {
+    capturing_.erase(std::find(capturing_.begin(), capturing_.end(), stream));
+    absl::StatusOr<SimGraph> graph = sim_->EndCaptureToGraph(stream);
+    if (graph.ok()) graphs->push_back(*graph);
+  }
+
+  // Destroys the graphs (before their pool is released: a replay after the
+  // release would write memory the general cache may hand out).
+  void DestroyGraphs(std::vector<SimGraph>& graphs) {
+    for (SimGraph graph : graphs) (void)sim_->DestroyGraph(graph);
+    graphs.clear();
   }
 
   // The status every entry point must give for an unusable device.
@@ -333,6 +417,16 @@ class Session {
         FUZZ_CHECK(lease->size() == bytes && lease->capacity() >= bytes &&
                        lease->device() == device && lease->kind() == kind,
                    "allocation does not match its request");
+        if (kind == MemoryKind::kDevice) {
+          // Inside a registered capture the block is the pool's and the
+          // graph writes it; any other lease is its own owner's.
+          GraphModel* capture = CaptureOf(stream);
+          sim_->ClaimMemory(lease->data(), lease->capacity(),
+                            capture != nullptr
+                                ? capture->pool.id()
+                                : kLeaseOwnerBase + lease->lease_id());
+          if (capture != nullptr) sim_->TouchMemory(stream, lease->data());
+        }
         std::vector<NativeStream> uses;
         if (stream != nullptr) uses.push_back(stream);
         allocation_streams_[lease->lease_id()] = std::move(uses);
@@ -355,8 +449,7 @@ class Session {
       case 8: {  // release allocation
         PooledAllocation* lease = PickHeld(allocations_held_);
         if (lease == nullptr) return;
-        allocation_streams_.erase(lease->lease_id());
-        lease->Release();
+        ReleaseLease(*lease);
         return;
       }
       case 9: {  // submit work that completes only when told to
@@ -404,6 +497,28 @@ class Session {
         }
         for (auto it = stable_.begin(); it != stable_.end();) {
           it = it->first.second == device ? stable_.erase(it) : std::next(it);
+        }
+        // The reset took the device's captures and graphs with it.
+        for (GraphModel& model : graph_models_) {
+          if (model.pool.device() != device) continue;
+          if (model.capturing != nullptr) {
+            capturing_.erase(std::find(capturing_.begin(), capturing_.end(),
+                                       model.capturing));
+            model.capturing = nullptr;
+            model.scope.End();
+          }
+          model.graphs.clear();
+          model.replay_streams.clear();
+        }
+        for (auto it = unregistered_.begin(); it != unregistered_.end();) {
+          if (it->second == device) {
+            capturing_.erase(
+                std::find(capturing_.begin(), capturing_.end(), it->first));
+            it = unregistered_.erase(it);
+            continue;
+          } else {
+          }
+          ++it;
         }
         FUZZ_CHECK(streams_->RecoverDevice(device).ok(), "RecoverDevice");
         FUZZ_CHECK(!health_->is_poisoned(device), "still poisoned");
@@ -474,6 +589,7 @@ class Session {
         if (stream == nullptr || StreamInUseByAllocation(stream)) return;
         if (input_.ConsumeBool()) {
           sim_->BeginCapture(stream);
+          user_captures_.push_back(stream);  // never ended: the pool ends it
           captured_ = true;
         } else {
           sim_->SetStreamAttribute(stream);
@@ -514,15 +630,7 @@ class Session {
           // A failed grow keeps the old buffer under the name (the new one
           // is allocated before the old is freed), so the model keeps it.
           if (!ptr.ok()) return;
-          auto it = stable_.find({name, device});
-          if (it != stable_.end() && bytes <= it->second.capacity) {
-            FUZZ_CHECK(*ptr == it->second.ptr, "a stable buffer moved");
-            return;
-          }
-          stable_[{name, device}] =
-              Stable{*ptr, bytes <= max_cached_block_bytes_
-                               ? AllocationCache::RoundedSize(bytes)
-                               : bytes};
+          ModelStable(name, device, bytes, *ptr);
         } else {
           absl::Status status = cache_->ReleaseStable(name, device);
           const bool known = stable_.erase({name, device}) > 0;
@@ -542,6 +650,18 @@ class Session {
                                                   : MemoryKind::kPinnedHost);
         return;
       }
+      case kGraphPoolOp:
+        GraphPoolStep();
+        return;
+      case kCaptureOp:
+        CaptureStep();
+        return;
+      case kReplayOp:
+        ReplayStep();
+        return;
+      case kIpcOp:
+        IpcStep();
+        return;
       default: {  // moved-from and empty leases are inert
         Held<PooledStream>* held = PickHeldEntry(streams_held_);
         if (held == nullptr || StreamInUseByAllocation(held->lease.get())) {
@@ -559,8 +679,213 @@ class Session {
     }
   }
 
+  // A stream of `device` the fuzzer may begin a capture on or launch into.
+  NativeStream PickIdleStream(int device) {
+    NativeStream stream = PickUsableStream(device);
+    if (stream == nullptr || IsCapturing(stream) ||
+        std::find(user_captures_.begin(), user_captures_.end(), stream) !=
+            user_captures_.end()) {
+      return nullptr;
+    }
+    return stream;
+  }
+  GraphModel* PickGraphModel() {
+    if (graph_models_.empty()) return nullptr;
+    return &graph_models_[input_.ConsumeIntegralInRange<size_t>(
+        0, graph_models_.size() - 1)];
+  }
+
+  void GraphPoolStep() {
+    if (input_.ConsumeBool()) {  // a new pool
+      const int device = PickDevice();
+      if (graph_models_.size() >= kMaxGraphPools) return;
+      const bool poisoned = device < kDevices && health_->is_poisoned(device);
+      absl::StatusOr<GraphPool> pool = cache_->NewGraphPool(device);
+      if (device >= kDevices || poisoned) {
+        FUZZ_CHECK(!pool.ok(), "a graph pool on an unusable device");
+        CheckRefusal(device, pool.status(), "NewGraphPool");
+        return;
+      }
+      FUZZ_CHECK(pool.ok(),
+                 absl::StrCat("NewGraphPool: ", pool.status().ToString()));
+      graph_models_.push_back(GraphModel{*std::move(pool)});
+      return;
+    }
+    // Release a pool: its graphs go first; the release is fenced by the
+    // streams they were replayed on.
+    GraphModel* model = PickGraphModel();
+    if (model == nullptr) return;
+    if (model->capturing != nullptr) {
+      FUZZ_CHECK(model->pool.Release(model->replay_streams).code() ==
+                     absl::StatusCode::kFailedPrecondition,
+                 "GraphPool::Release with a capture scope open");
+      return;
+    }
+    DestroyGraphs(model->graphs);
+    // With no replay, dropping the handle releases it (no streams).
+    if (!model->replay_streams.empty() || input_.ConsumeBool()) {
+      const absl::Status status = model->pool.Release(model->replay_streams);
+      FUZZ_CHECK(status.ok(),
+                 absl::StrCat("GraphPool::Release: ", status.ToString()));
+      FUZZ_CHECK(model->pool.Release().code() ==
+                     absl::StatusCode::kFailedPrecondition,
+                 "a graph pool released twice");
+    }
+    graph_models_.erase(graph_models_.begin() + (model - graph_models_.data()));
+  }
+
+  void CaptureStep() {
+    switch (input_.ConsumeIntegralInRange(0, 3)) {
+      case 0: {  // a capture registered with a scope on a pool
+        GraphModel* model = PickGraphModel();
+        if (model == nullptr || model->capturing != nullptr) return;
+        const int device = model->pool.device();
+        NativeStream stream = PickIdleStream(device);
+        if (stream == nullptr) return;
+        const bool poisoned = health_->is_poisoned(device);
+        absl::StatusOr<CaptureScope> scope =
+            cache_->BeginCaptureScope(model->pool, stream);
+        if (poisoned) {
+          FUZZ_CHECK(!scope.ok(), "a capture scope on a poisoned device");
+          CheckRefusal(device, scope.status(), "BeginCaptureScope");
+          return;
+        }
+        if (!scope.ok()) return;  // an injected fault
+        if (!sim_->BeginCapture(stream, SimCaptureMode::kRelaxed,
+                                model->pool.id())
+                 .ok()) {
+          return;  // the scope ends unused
+        }
+        model->scope = *std::move(scope);
+        model->capturing = stream;
+        capturing_.push_back(stream);
+        return;
+      }
+      case 1: {  // a capture nobody registers (detect_unregistered_captures)
+        const int device = input_.ConsumeIntegralInRange(0, kDevices - 1);
+        NativeStream stream = PickIdleStream(device);
+        if (stream == nullptr ||
+            !sim_->BeginCapture(stream, SimCaptureMode::kRelaxed).ok()) {
+          return;
+        }
+        unregistered_[stream] = device;
+        capturing_.push_back(stream);
+        captured_ = true;
+        return;
+      }
+      case 2: {  // end a registered capture, then its scope
+        GraphModel* model = PickGraphModel();
+        if (model == nullptr || model->capturing == nullptr) return;
+        EndCaptureOn(model->capturing, &model->graphs);
+        model->scope.End();
+        model->capturing = nullptr;
+        return;
+      }
+      default: {  // end an unregistered capture
+        if (unregistered_.empty()) return;
+        EndCaptureOn(unregistered_.begin()->first, &unregistered_graphs_);
+        unregistered_.erase(unregistered_.begin());
+        return;
+      }
+    }
+  }
+
+  void ReplayStep() {
+    if (input_.ConsumeBool()) {  // the unregistered captures' graphs go
+      DestroyGraphs(unregistered_graphs_);
+      return;
+    }
+    GraphModel* model = PickGraphModel();
+    if (model == nullptr || model->graphs.empty()) return;
+    const size_t g =
+        input_.ConsumeIntegralInRange<size_t>(0, model->graphs.size() - 1);
+    const SimGraph graph = model->graphs[g];
+    if (input_.ConsumeBool()) {
+      (void)sim_->DestroyGraph(graph);
+      model->graphs.erase(model->graphs.begin() + g);
+      return;
+    }
+    NativeStream stream = PickIdleStream(model->pool.device());
+    if (stream == nullptr || !sim_->InstantiateGraph(graph).ok() ||
+        !sim_->LaunchGraph(graph, stream).ok()) {
+      return;
+    }
+    std::vector<NativeStream>& replays = model->replay_streams;
+    if (std::find(replays.begin(), replays.end(), stream) == replays.end()) {
+      replays.push_back(stream);
+    }
+  }
+
+  void IpcStep() {
+    switch (input_.ConsumeIntegralInRange(0, 2)) {
+      case 0: {  // export a stable buffer and import it here (local)
+        const int device = PickDevice();
+        const std::string name =
+            absl::StrCat("buf", input_.ConsumeIntegralInRange(0, 2));
+        const size_t bytes = input_.ConsumeIntegralInRange<size_t>(0, 1 << 21);
+        const bool poisoned = device < kDevices && health_->is_poisoned(device);
+        absl::StatusOr<IpcHandle> handle =
+            cache_->ExportStable(name, device, bytes);
+        if (device >= kDevices || bytes == 0 || poisoned) {
+          FUZZ_CHECK(!handle.ok(), "ExportStable accepted bad input");
+          CheckRefusal(device, handle.status(), "ExportStable");
+          return;
+        }
+        // The buffer may have moved even when the export failed.
+        absl::StatusOr<void*> ptr = cache_->AcquireStable(name, device, bytes);
+        if (ptr.ok()) ModelStable(name, device, bytes, *ptr);
+        if (!handle.ok() || !ptr.ok()) return;  // injected faults
+        FUZZ_CHECK(handle->device == device && handle->bytes == bytes,
+                   "an IPC handle of another buffer");
+        if (handles_.size() >= kMaxImports) handles_.erase(handles_.begin());
+        handles_.push_back(*handle);
+        if (imports_.size() >= kMaxImports) return;
+        absl::StatusOr<ImportedBuffer> imported =
+            cache_->Import(*handle, device);
+        FUZZ_CHECK(imported.ok() && imported->local() &&
+                       imported->data() == *ptr && imported->size() == bytes,
+                   absl::StrCat("Import of our own export: ",
+                                imported.status().ToString()));
+        ++local_imports_;
+        imports_.push_back(*std::move(imported));
+        return;
+      }
+      case 1: {  // import an earlier handle: local, or stale
+        if (handles_.empty() || imports_.size() >= kMaxImports) return;
+        const IpcHandle& handle = handles_[input_.ConsumeIntegralInRange<size_t>(
+            0, handles_.size() - 1)];
+        absl::StatusOr<ImportedBuffer> imported =
+            cache_->Import(handle, handle.device);
+        if (!imported.ok()) {
+          FUZZ_CHECK(
+              imported.status().code() == absl::StatusCode::kNotFound ||
+                  imported.status().code() ==
+                      absl::StatusCode::kFailedPrecondition,
+              absl::StrCat("Import: ", imported.status().ToString()));
+          return;
+        }
+        FUZZ_CHECK(imported->local() && imported->data() != nullptr,
+                   "an import of our own handle was not local");
+        ++local_imports_;
+        imports_.push_back(*std::move(imported));
+        return;
+      }
+      default: {  // release an import lease
+        if (imports_.empty()) return;
+        const size_t i =
+            input_.ConsumeIntegralInRange<size_t>(0, imports_.size() - 1);
+        imports_[i].Release();
+        imports_.erase(imports_.begin() + i);
+        return;
+      }
+    }
+  }
+
   void CheckInvariants(bool with_stats) {
     FUZZ_CHECK(sim_->misuse_count() == 0, "misuse");
+    FUZZ_CHECK(sim_->graph_misuses() == 0,
+               absl::StrCat("graph oracle: ",
+                            absl::StrJoin(sim_->graph_misuse_log(), "; ")));
     FUZZ_CHECK(backend_->violation_count() == 0,
                absl::StrCat("runtime call after poisoning: ",
                             absl::StrJoin(backend_->violations(), "; ")));
@@ -622,6 +947,21 @@ class Session {
                absl::StrCat("allocations_in_use ",
                             cache_->GetStats().allocations_in_use, " but ",
                             allocations_out, " leases out"));
+    const AllocationCacheStats cache = cache_->GetStats();
+    FUZZ_CHECK(cache.graph_pools == static_cast<int64_t>(graph_models_.size()),
+               absl::StrCat("graph_pools ", cache.graph_pools, " but ",
+                            graph_models_.size(), " pools not released"));
+    FUZZ_CHECK(!graph_models_.empty() || (cache.blocks_in_graph_pools == 0 &&
+                                          cache.bytes_in_graph_pools == 0),
+               "blocks in graph pools with every pool released");
+    const IpcStats ipc = cache_->GetIpcStats();
+    FUZZ_CHECK(ipc.opens == 0 && ipc.closes == 0 && ipc.mappings_live == 0,
+               absl::StrCat("a mapping in one process: ", ipc.ToString()));
+    FUZZ_CHECK(ipc.local_imports == local_imports_ &&
+                   ipc.import_leases == static_cast<int64_t>(imports_.size()),
+               absl::StrCat("IPC stats ", ipc.ToString(), " but ",
+                            local_imports_, " imports, ", imports_.size(),
+                            " leases out"));
     FUZZ_CHECK(
         events_->GetStats().in_use >=
             static_cast<int64_t>(std::count_if(
@@ -631,8 +971,29 @@ class Session {
   }
 
   void Finish() {
+    // Captures end, graphs go, pools are released (fenced by their replay
+    // streams, which are still leased), imports are given back.
+    for (GraphModel& model : graph_models_) {
+      if (model.capturing == nullptr) continue;
+      EndCaptureOn(model.capturing, &model.graphs);
+      model.scope.End();
+      model.capturing = nullptr;
+    }
+    for (const auto& [stream, device] : unregistered_) {
+      EndCaptureOn(stream, &unregistered_graphs_);
+    }
+    unregistered_.clear();
     sim_->CompleteAllWork();
-    for (auto& held : allocations_held_) held.lease.Release();
+    for (GraphModel& model : graph_models_) {
+      DestroyGraphs(model.graphs);
+      (void)model.pool.Release(model.replay_streams);
+    }
+    graph_models_.clear();
+    DestroyGraphs(unregistered_graphs_);
+    imports_.clear();
+    for (auto& held : allocations_held_) {
+      if (held.lease) ReleaseLease(held.lease);
+    }
     for (auto& held : events_held_) held.lease.Release();
     for (auto& held : streams_held_) held.lease.Release();
     CheckInvariants(/*with_stats=*/true);
@@ -675,6 +1036,16 @@ class Session {
   std::vector<Held<PooledAllocation>> allocations_held_;
   std::map<uint64_t, std::vector<NativeStream>> allocation_streams_;
   std::map<std::pair<std::string, int>, Stable> stable_;
+  std::vector<GraphModel> graph_models_;
+  // Streams capturing for a scope or for nobody (CaptureStep), and the
+  // unregistered ones' devices; streams case 16 began capturing.
+  std::vector<NativeStream> capturing_;
+  std::map<NativeStream, int> unregistered_;
+  std::vector<NativeStream> user_captures_;
+  std::vector<SimGraph> unregistered_graphs_;
+  std::vector<IpcHandle> handles_;
+  std::vector<ImportedBuffer> imports_;
+  int64_t local_imports_ = 0;
   bool faults_injected_ = false;
   bool captured_ = false;
   std::vector<void*> scratch_handles_;

@@ -127,6 +127,11 @@ class CheckingBackend final : public Backend {
     return Call(SimOp::kCaptureStatus, device,
                 [&] { return sim_.GetCaptureStatus(device, stream); });
   }
+  absl::StatusOr<CaptureInfo> GetCaptureInfo(int device,
+                                             NativeStream stream) override {
+    return Call(SimOp::kCaptureStatus, device,
+                [&] { return sim_.GetCaptureInfo(device, stream); });
+  }
   absl::Status EndCapture(int device, NativeStream stream) override {
     return Call(SimOp::kEndCapture, device,
                 [&] { return sim_.EndCapture(device, stream); });
@@ -178,6 +183,19 @@ class CheckingBackend final : public Backend {
   absl::StatusOr<MemoryInfo> GetMemoryInfo(int device) override {
     return Call(SimOp::kMemoryInfo, device,
                 [&] { return sim_.GetMemoryInfo(device); });
+  }
+  absl::StatusOr<IpcMemHandle> GetIpcHandle(int device, void* ptr) override {
+    return Call(SimOp::kIpcGetHandle, device,
+                [&] { return sim_.GetIpcHandle(device, ptr); });
+  }
+  absl::StatusOr<void*> OpenIpcHandle(int device,
+                                      const IpcMemHandle& handle) override {
+    return Call(SimOp::kIpcOpenHandle, device,
+                [&] { return sim_.OpenIpcHandle(device, handle); });
+  }
+  absl::Status CloseIpcHandle(int device, void* ptr) override {
+    return Call(SimOp::kIpcCloseHandle, device,
+                [&] { return sim_.CloseIpcHandle(device, ptr); });
   }
 
  private:

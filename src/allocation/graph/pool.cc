@@ -183,7 +183,12 @@ absl::StatusOr<uint64_t> AllocationCacheCore::OpenCaptureRoute(
   // at the first allocation; a capture already under way is known now.
   absl::StatusOr<CaptureInfo> info =
       backend_.GetCaptureInfo(pool->device, origin);
-  if (!info.ok()) return info.status();
+  if (!info.ok()) {
+    if (PoisonIfSticky(pool->device, info.status())) {
+      return lifetime_.PoisonedError(pool->device);
+    }
+    return info.status();
+  }
   const uint64_t id = info->status == CaptureStatus::kActive ? info->id : 0;
   return graph_pools_.OpenRoute(std::move(pool), origin, id);
 }
@@ -213,6 +218,8 @@ std::shared_ptr<GraphPoolState> AllocationCacheCore::MatchRoute(
             backend_.GetCaptureInfo(device, route.origin);
         if (origin.ok() && origin->status == CaptureStatus::kActive) {
           id = origin->id;
+        } else if (!origin.ok() && PoisonIfSticky(device, origin.status())) {
+          return nullptr;  // no further runtime call on a dead device
         }
       }
       if (id != 0) graph_pools_.LearnCaptureId(route.route_id, id);
@@ -353,7 +360,32 @@ bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
   for (NativeStream stream : block->uses) {
     absl::StatusOr<CaptureInfo> info =
         backend_.GetCaptureInfo(block->device, stream);
-    if (!info.ok() || info->status == CaptureStatus::kNone) continue;
+    if (!info.ok() && info.status().code() == absl::StatusCode::kUnimplemented) {
+      // A backend without capture ids (one written before GetCaptureInfo):
+      // its capture status still tells whether the stream captures; a
+      // backend with neither cannot capture at all.
+      absl::StatusOr<CaptureStatus> status =
+          backend_.GetCaptureStatus(block->device, stream);
+      if (status.ok()) {
+        info = CaptureInfo{*status, 0};
+      } else if (status.status().code() == absl::StatusCode::kUnimplemented) {
+        continue;
+      } else {
+        info = status.status();
+      }
+    }
+    if (!info.ok()) {
+      // A sticky error: the caller drops the block. Any other failure leaves
+      // the stream's capture unknown: a ready event recorded there could be
+      // captured (and its query would invalidate the capture), so the block
+      // is held as for an unregistered capture, until the cache frees
+      // everything.
+      if (PoisonIfSticky(block->device, info.status())) return false;
+      shard.TakeBackToGraphPool(block);
+      graph_pools_.Hold(block);
+      return true;
+    }
+    if (info->status == CaptureStatus::kNone) continue;
     shard.TakeBackToGraphPool(block);
     // Used inside a registered capture: the graph owns it like its own.
     if (std::shared_ptr<GraphPoolState> pool =

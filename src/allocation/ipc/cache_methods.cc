@@ -15,7 +15,12 @@ absl::StatusOr<IpcHandle> AllocationCacheCore::ExportStable(
   FreeReleasedExports();
   absl::StatusOr<void*> ptr = AcquireStable(name, device, bytes);
   if (!ptr.ok()) return ptr.status();
-  return ipc_exports_.Export(name, device, *ptr, bytes);
+  absl::StatusOr<IpcHandle> handle =
+      ipc_exports_.Export(name, device, *ptr, bytes);
+  if (!handle.ok() && PoisonIfSticky(device, handle.status())) {
+    return lifetime_.PoisonedError(device);
+  }
+  return handle;
 }
 
 absl::StatusOr<ImportedBuffer> AllocationCacheCore::Import(
@@ -27,7 +32,12 @@ absl::StatusOr<ImportedBuffer> AllocationCacheCore::Import(
     return absl::InvalidArgumentError(
         "AllocationCache::Import: the handle names 0 bytes");
   }
-  return ipc_imports_->Import(handle, device);
+  absl::StatusOr<ImportedBuffer> imported =
+      ipc_imports_->Import(handle, device);
+  if (!imported.ok() && PoisonIfSticky(device, imported.status())) {
+    return lifetime_.PoisonedError(device);
+  }
+  return imported;
 }
 
 IpcStats AllocationCacheCore::GetIpcStats() const {

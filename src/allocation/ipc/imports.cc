@@ -252,17 +252,23 @@ void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
   const bool call_runtime =
       !ProcessIsExiting() &&
       !lifetime_.device_health().is_poisoned(mapping->device);
-  // Unpinned only after a runtime close: a mapping left to the OS keeps its
-  // pin, so the exporter keeps that version (a leak, never a free of memory
-  // that is still mapped).
+  // Unpinned only after a runtime close that succeeded: a mapping left to
+  // the OS, or one whose close failed, keeps its pin, so the exporter keeps
+  // that version (a leak, never a free of memory that is still mapped).
+  bool closed = false;
   if (call_runtime) {
-    (void)backend_.CloseIpcHandle(mapping->device, mapping->base);
-    if (mapping->refs != nullptr) {
+    const absl::Status status =
+        backend_.CloseIpcHandle(mapping->device, mapping->base);
+    closed = status.ok();
+    if (FaultOf(status) == Fault::kDevice) {
+      lifetime_.device_health().Poison(mapping->device, status);
+    }
+    if (closed && mapping->refs != nullptr) {
       mapping->refs->Unpin(mapping->handle.slot, mapping->handle.version);
     }
   }
   MutexLock lock(&mu_);
-  if (call_runtime) {
+  if (closed) {
     ++stats_.closes;
   } else {
     ++stats_.dropped;
