@@ -77,8 +77,12 @@ class GPUPOOL_EXPORT GraphPool {
 
   // Gives every block the pool holds back to the general cache, fenced by a
   // ready event on each of `replay_streams` (none: reusable at once); blocks
-  // still leased follow when their lease is released. FailedPrecondition
-  // while a CaptureScope is open on the pool or after an earlier Release.
+  // still leased follow when their lease is released. Name every stream the
+  // pool's graphs were launched on, and any stream that used a pool block
+  // outside a capture; the capture streams themselves are never touched
+  // again (they may be destroyed once their capture ended). Call it after
+  // the graphs are destroyed. FailedPrecondition while a CaptureScope is
+  // open on the pool or after an earlier Release.
   absl::Status Release(const std::vector<NativeStream>& replay_streams = {});
 
  private:

@@ -139,6 +139,34 @@ TEST_F(GraphPoolTest, AnUnregisteredCaptureIsDetectedWhenAskedFor) {
             static_cast<int64_t>(kMiB));
 }
 
+// A capture stream may be destroyed once its capture ended: the pool's
+// release fences on the replay streams only and never touches it again.
+TEST_F(GraphPoolTest, ReleaseNeverTouchesADestroyedCaptureStream) {
+  auto cache = NewCache();
+  absl::StatusOr<NativeStream> capture = sim_.CreateStream(0, {});
+  ASSERT_THAT(capture, IsOk());
+  NativeStream replay = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, *capture);
+  ASSERT_THAT(scope, IsOk());
+  ASSERT_THAT(sim_.BeginCapture(*capture, SimCaptureMode::kGlobal, pool->id()),
+              IsOk());
+  void* a = CapturedUse(*cache, *capture, kMiB);
+  SimGraph graph = EndAndInstantiate(*capture);
+  scope->End();
+  ASSERT_THAT(sim_.LaunchGraph(graph, replay), IsOk());
+  ASSERT_THAT(sim_.DestroyStream(0, *capture), IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  EXPECT_THAT(pool->Release({replay}), IsOk());
+  {
+    EagerLease b = Eager(*cache, replay, kMiB);
+    EXPECT_EQ(b.lease.data(), a);  // back in the general cache, same stream
+  }
+  EXPECT_EQ(sim_.misuse_count(), 0);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
 // A backend written before GetCaptureInfo (it answers Unimplemented): the
 // detection falls back to GetCaptureStatus, so an ordinary release is reused
 // and a release during a capture is still held; scopes are refused.

@@ -588,7 +588,10 @@ class Session {
         NativeStream stream = PickUsableStream(device);
         if (stream == nullptr || StreamInUseByAllocation(stream)) return;
         if (input_.ConsumeBool()) {
-          sim_->BeginCapture(stream);
+          // Refused on a device with a sticky error, as the runtimes do.
+          if (!sim_->BeginCapture(stream, SimCaptureMode::kGlobal).ok()) {
+            return;
+          }
           user_captures_.push_back(stream);  // never ended: the pool ends it
           captured_ = true;
         } else {

@@ -313,9 +313,11 @@ void AllocationCacheCore::GiveBackToCache(
     const std::vector<NativeStream>& streams) {
   // The replays may still write the block: its release is fenced by ready
   // events on the replay streams, exactly as a lease used on them would be.
-  std::vector<NativeStream> uses = Distinct(streams);
-  for (NativeStream stream : block->uses) uses.push_back(stream);
-  uses = Distinct(uses);
+  // Only on those: the streams the block was used on while the pool had it
+  // are capture streams (their work was captured, never run there, and the
+  // user may have destroyed them since), or streams the caller names in
+  // Release (graph_pool.h).
+  const std::vector<NativeStream> uses = Distinct(streams);
   block->graph_pool.reset();
   shard.LeaseFromGraphPool(block, LeaseRequest{block->size, nullptr, {}},
                            /*hit=*/false);
@@ -387,9 +389,13 @@ bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
     }
     if (info->status == CaptureStatus::kNone) continue;
     shard.TakeBackToGraphPool(block);
-    // Used inside a registered capture: the graph owns it like its own.
-    if (std::shared_ptr<GraphPoolState> pool =
-            MatchRoute(block->device, stream, *info)) {
+    // Used inside a registered capture, and there only: the graph owns it
+    // like its own. A block also used on another stream (eager work that
+    // may still be pending there) is held until the cache frees everything.
+    std::shared_ptr<GraphPoolState> pool =
+        block->uses.size() == 1 ? MatchRoute(block->device, stream, *info)
+                                : nullptr;
+    if (pool != nullptr) {
       MutexLock lock(&pool->mu);
       ++pool->blocks;
       pool->bytes += static_cast<int64_t>(block->size);
