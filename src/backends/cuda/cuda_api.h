@@ -62,8 +62,6 @@ struct CudaApi {
       cudaStreamCaptureStatusNone;
   static constexpr CaptureStatus kCaptureStatusActive =
       cudaStreamCaptureStatusActive;
-  static constexpr CaptureStatus kCaptureStatusInvalidated =
-      cudaStreamCaptureStatusInvalidated;
 
   static constexpr bool kSupportsCuMask = false;
   static constexpr bool kHasAccessPolicyWindow = true;

@@ -71,8 +71,6 @@ struct HipApi {
       hipStreamCaptureStatusNone;
   static constexpr CaptureStatus kCaptureStatusActive =
       hipStreamCaptureStatusActive;
-  static constexpr CaptureStatus kCaptureStatusInvalidated =
-      hipStreamCaptureStatusInvalidated;
 
   static constexpr bool kSupportsCuMask = true;
   // What hipExtStreamCreateWithCUMask creates (hip::Stream::Priority::Normal,

@@ -30,7 +30,7 @@
 //   flags      kStreamDefault, kStreamNonBlocking, kEventDefault,
 //              kEventBlockingSync, kEventDisableTiming, kEventInterprocess,
 //              kHostAllocDefault, kCaptureModeRelaxed, kCaptureStatusNone,
-//              kCaptureStatusActive, kCaptureStatusInvalidated
+//              kCaptureStatusActive (any other status counts as invalidated)
 //   device     GetDeviceCount(int*), GetDevice(int*), SetDevice(int),
 //              DeviceGetStreamPriorityRange(int* least, int* greatest)
 //   streams    StreamCreateWithPriority(Stream*, unsigned, int),

@@ -161,7 +161,6 @@ struct FakeApi {
   static constexpr CaptureMode kCaptureModeRelaxed = kFakeRelaxed;
   static constexpr CaptureStatus kCaptureStatusNone = kFakeNone;
   static constexpr CaptureStatus kCaptureStatusActive = kFakeActive;
-  static constexpr CaptureStatus kCaptureStatusInvalidated = kFakeInvalidated;
   static constexpr bool kSupportsCuMask = false;
   static constexpr bool kHasAccessPolicyWindow = true;
 
