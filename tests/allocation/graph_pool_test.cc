@@ -167,6 +167,41 @@ TEST_F(GraphPoolTest, ReleaseNeverTouchesADestroyedCaptureStream) {
   EXPECT_EQ(sim_.graph_misuses(), 0);
 }
 
+// A pool keeps device memory only: pinned host memory released during a
+// registered capture (the fuzzer's find) is held, and the pool's release
+// leaves both kinds' accounts balanced.
+TEST_F(GraphPoolTest, PinnedHostMemoryReleasedInACaptureIsHeldNotPooled) {
+  auto cache = NewCache();
+  NativeStream s1 = NewStream();
+  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  ASSERT_THAT(pool, IsOk());
+  absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, s1);
+  ASSERT_THAT(scope, IsOk());
+  absl::StatusOr<PooledAllocation> host =
+      cache->Allocate(0, kMiB, MemoryKind::kPinnedHost, s1);
+  ASSERT_THAT(host, IsOk());
+  void* host_ptr = host->data();
+  ASSERT_THAT(sim_.BeginCapture(s1, SimCaptureMode::kGlobal, pool->id()),
+              IsOk());
+  host->Release();  // released during the capture
+  EXPECT_EQ(cache->GetStats(0).blocks_held_for_captures, 1);
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 0);
+  SimGraph graph = EndAndInstantiate(s1);
+  scope->End();
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  EXPECT_THAT(pool->Release({s1}), IsOk());
+  {
+    absl::StatusOr<PooledAllocation> device =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, s1);
+    ASSERT_THAT(device, IsOk());
+    EXPECT_NE(device->data(), host_ptr);
+    EXPECT_EQ(device->kind(), MemoryKind::kDevice);
+  }
+  EXPECT_EQ(cache->GetStats(0, MemoryKind::kDevice).allocations_in_use, 0);
+  EXPECT_EQ(cache->GetStats(0, MemoryKind::kPinnedHost).allocations_in_use,
+            0);
+}
+
 // A backend written before GetCaptureInfo (it answers Unimplemented): the
 // detection falls back to GetCaptureStatus, so an ordinary release is reused
 // and a release during a capture is still held; scopes are refused.

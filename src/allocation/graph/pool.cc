@@ -348,11 +348,10 @@ absl::Status AllocationCacheCore::ReleaseGraphPool(
     }
   }
   if (Forked()) return absl::OkStatus();  // leaked with the parent's memory
-  AllocationShard& shard = Shard(pool.device, MemoryKind::kDevice);
   for (AllocationBlock* block : blocks) {
     // Through the ordinary return path, which also handles poisoned devices
     // and a closed cache.
-    GiveBackToCache(shard, block, streams);
+    GiveBackToCache(Shard(block->device, block->kind), block, streams);
   }
   return absl::OkStatus();
 }
@@ -395,6 +394,13 @@ bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
     std::shared_ptr<GraphPoolState> pool =
         block->uses.size() == 1 ? MatchRoute(block->device, stream, *info)
                                 : nullptr;
+    // A pool keeps device memory of its own device only (its blocks are
+    // reused for its device allocations): pinned host memory, or memory of
+    // another device joined into the capture, is held instead.
+    if (pool != nullptr && (block->kind != MemoryKind::kDevice ||
+                            block->device != pool->device)) {
+      pool = nullptr;
+    }
     if (pool != nullptr) {
       MutexLock lock(&pool->mu);
       ++pool->blocks;
