@@ -11,6 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/base/optimization.h"
 #include "src/kernel/process_state.h"
 
 namespace gpupool {
@@ -61,6 +63,18 @@ struct OpenWait {
 };
 bool OpenEnded(OpenWait* wait) { return *wait->opens_ended != wait->seen; }
 
+// getpid() without a system call on every import: read once per thread and
+// fork generation (a fork() child has another pid).
+uint64_t ThisProcessId() {
+  thread_local uint64_t epoch = ~uint64_t{0};
+  thread_local uint64_t pid = 0;
+  if (ABSL_PREDICT_FALSE(epoch != ForkEpoch())) {
+    epoch = ForkEpoch();
+    pid = static_cast<uint64_t>(getpid());
+  }
+  return pid;
+}
+
 }  // namespace
 
 IpcImports::IpcImports(Backend& backend, const PoolLifetime& lifetime,
@@ -96,8 +110,8 @@ absl::StatusOr<std::shared_ptr<IpcRefs>> IpcImports::RefsOf(
 
 absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
                                                   int device) {
-  const std::string where = "AllocationCache::Import";
-  if (handle.exporter_pid == static_cast<uint64_t>(getpid())) {
+  constexpr absl::string_view where = "AllocationCache::Import";
+  if (handle.exporter_pid == ThisProcessId()) {
     if (handle.exporter_id != exports_.exporter_id()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where,
