@@ -618,11 +618,13 @@ TEST(SimBackendTest, InfiniteWorkWaitsForCompletion) {
               IsFault(absl::StatusCode::kUnavailable, Fault::kNotReady));
 
   // A synchronize blocks until another thread completes the work.
+  // `start` before the completer starts sleeping: the wait lasts at least
+  // its 20 ms from here.
+  absl::Time start = absl::Now();
   std::thread completer([&] {
     absl::SleepFor(absl::Milliseconds(20));
     sim.CompleteAllWork();
   });
-  absl::Time start = absl::Now();
   EXPECT_TRUE(sim.SynchronizeStream(0, b).ok());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(20));
   completer.join();
@@ -648,11 +650,13 @@ TEST(SimBackendTest, EventRecordedOnBusyStreamIsPendingUntilItsWorkCompletes) {
   EXPECT_THAT(sim.QueryEvent(0, busy_event),
               IsFault(absl::StatusCode::kUnavailable, Fault::kNotReady));
 
+  // `start` before the completer starts sleeping: the wait lasts at least
+  // its 20 ms from here.
+  absl::Time start = absl::Now();
   std::thread completer([&] {
     absl::SleepFor(absl::Milliseconds(20));
     sim.CompleteAllWork();
   });
-  absl::Time start = absl::Now();
   EXPECT_TRUE(sim.SynchronizeEvent(0, busy_event).ok());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(20));
   completer.join();
