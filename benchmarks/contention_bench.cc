@@ -112,7 +112,8 @@ void Contention(benchmark::State& state, const BenchEnv& env,
 
 // The allocation cache's counterpart of SharedPool.
 struct SharedCache {
-  explicit SharedCache(Backend& backend) : events(backend), cache(backend, events) {}
+  explicit SharedCache(Backend& backend)
+      : events(backend), cache(backend, events) {}
   EventPool events;
   AllocationCache cache;
   // Runtime allocations made by the warm-up, before the timed loop.

@@ -148,7 +148,8 @@ TEST_F(GraphPoolTest, ReleaseNeverTouchesADestroyedCaptureStream) {
   NativeStream replay = NewStream();
   absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
   ASSERT_THAT(pool, IsOk());
-  absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, *capture);
+  absl::StatusOr<CaptureScope> scope =
+      cache->BeginCaptureScope(*pool, *capture);
   ASSERT_THAT(scope, IsOk());
   ASSERT_THAT(sim_.BeginCapture(*capture, SimCaptureMode::kGlobal, pool->id()),
               IsOk());
@@ -198,8 +199,7 @@ TEST_F(GraphPoolTest, PinnedHostMemoryReleasedInACaptureIsHeldNotPooled) {
     EXPECT_EQ(device->kind(), MemoryKind::kDevice);
   }
   EXPECT_EQ(cache->GetStats(0, MemoryKind::kDevice).allocations_in_use, 0);
-  EXPECT_EQ(cache->GetStats(0, MemoryKind::kPinnedHost).allocations_in_use,
-            0);
+  EXPECT_EQ(cache->GetStats(0, MemoryKind::kPinnedHost).allocations_in_use, 0);
 }
 
 // A backend written before GetCaptureInfo (it answers Unimplemented): the
@@ -339,6 +339,8 @@ TEST_F(GraphPoolTest, AHundredReplaysBesideEagerWorkOnOtherStreams) {
   ASSERT_THAT(pool->Release({capture}), IsOk());
 }
 
+// PyTorch issue 193402: a buffer baked into two graphs was freed when one of
+// them was destroyed.
 TEST_F(GraphPoolTest, TwoGraphsShareAPoolUntilItIsReleased) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
@@ -379,6 +381,7 @@ TEST_F(GraphPoolTest, TwoGraphsShareAPoolUntilItIsReleased) {
   ASSERT_THAT(pool->Release({capture}), IsOk());
 }
 
+// llama.cpp: a pool gave memory back while a graph over it still replayed.
 TEST_F(GraphPoolTest, AReleasedPoolIsReusedOnlyAfterTheLastReplayCompletes) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
@@ -417,6 +420,8 @@ TEST_F(GraphPoolTest, AReleasedPoolIsReusedOnlyAfterTheLastReplayCompletes) {
   EXPECT_EQ(sim_.graph_misuses(), 0);
 }
 
+// PyTorch issues 190308 and 190348: a failed or abandoned capture kept its
+// private pool until the process exited.
 TEST_F(GraphPoolTest, AnInvalidatedCaptureLeaksNothing) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
@@ -523,6 +528,8 @@ TEST_F(GraphPoolTest, AThreadLocalCaptureBesideAnEagerThread) {
   ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
 }
 
+// PyTorch issue 159594: the out-of-memory path freed memory while a capture
+// was live.
 TEST_F(GraphPoolTest, TrimAndTheOutOfMemoryChainNeverFreeAGraphsBlocks) {
   auto cache = NewCache();
   NativeStream capture = NewStream();

@@ -113,6 +113,9 @@ TEST(IpcHandleTest, SerializesToVersionedBytesAndBack) {
       << refused;
 }
 
+// Open MPI issue 12849 (close rarely called, mappings leaked) and PyTorch
+// issue 149187 (a reference count underflow kept a block forever): opens and
+// closes are counted exactly and the last close happens.
 TEST_F(CacheIpcTest, ThousandExportImportRoundsCostOneHandleAndOneOpen) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
   void* ptr = *cache_->AcquireStable("ring0", 0, 4096);
@@ -144,6 +147,7 @@ TEST_F(CacheIpcTest, ThousandExportImportRoundsCostOneHandleAndOneOpen) {
   EXPECT_TRUE(misuses_.empty());
 }
 
+// MPICH issues 7947 and 7977: evicting an entry still in use corrupted data.
 TEST_F(CacheIpcTest, GrowthMakesANewVersionAndKeepsTheOldUntilUnmapped) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
   absl::StatusOr<IpcHandle> v1 = cache_->ExportStable("ring0", 0, 4096);
@@ -207,6 +211,8 @@ TEST_F(CacheIpcTest, SameCallsOnTwoRanksReallocateAtTheSameStep) {
   EXPECT_EQ(peer->Wait(), 0);
 }
 
+// UCX issue 2738 (a recycled address served a stale mapping) and the handle
+// caches with no staleness check at all (nvFuser, PyTorch).
 TEST_F(CacheIpcTest, StaleHandlesAreNotFoundNeverAMapping) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
   // Released by the exporter before anyone mapped it.

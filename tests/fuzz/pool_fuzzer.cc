@@ -730,9 +730,9 @@ class Session {
       const absl::Status status = model->pool.Release(model->replay_streams);
       FUZZ_CHECK(status.ok(),
                  absl::StrCat("GraphPool::Release: ", status.ToString()));
-      FUZZ_CHECK(model->pool.Release().code() ==
-                     absl::StatusCode::kFailedPrecondition,
-                 "a graph pool released twice");
+      FUZZ_CHECK(
+          model->pool.Release().code() == absl::StatusCode::kFailedPrecondition,
+          "a graph pool released twice");
     }
     graph_models_.erase(graph_models_.begin() + (model - graph_models_.data()));
   }
@@ -855,16 +855,16 @@ class Session {
       }
       case 1: {  // import an earlier handle: local, or stale
         if (handles_.empty() || imports_.size() >= kMaxImports) return;
-        const IpcHandle& handle = handles_[input_.ConsumeIntegralInRange<size_t>(
-            0, handles_.size() - 1)];
+        const IpcHandle& handle =
+            handles_[input_.ConsumeIntegralInRange<size_t>(
+                0, handles_.size() - 1)];
         absl::StatusOr<ImportedBuffer> imported =
             cache_->Import(handle, handle.device);
         if (!imported.ok()) {
-          FUZZ_CHECK(
-              imported.status().code() == absl::StatusCode::kNotFound ||
-                  imported.status().code() ==
-                      absl::StatusCode::kFailedPrecondition,
-              absl::StrCat("Import: ", imported.status().ToString()));
+          FUZZ_CHECK(imported.status().code() == absl::StatusCode::kNotFound ||
+                         imported.status().code() ==
+                             absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat("Import: ", imported.status().ToString()));
           return;
         }
         FUZZ_CHECK(imported->local() && imported->data() != nullptr,
@@ -960,11 +960,11 @@ class Session {
     const IpcStats ipc = cache_->GetIpcStats();
     FUZZ_CHECK(ipc.opens == 0 && ipc.closes == 0 && ipc.mappings_live == 0,
                absl::StrCat("a mapping in one process: ", ipc.ToString()));
-    FUZZ_CHECK(ipc.local_imports == local_imports_ &&
-                   ipc.import_leases == static_cast<int64_t>(imports_.size()),
-               absl::StrCat("IPC stats ", ipc.ToString(), " but ",
-                            local_imports_, " imports, ", imports_.size(),
-                            " leases out"));
+    FUZZ_CHECK(
+        ipc.local_imports == local_imports_ &&
+            ipc.import_leases == static_cast<int64_t>(imports_.size()),
+        absl::StrCat("IPC stats ", ipc.ToString(), " but ", local_imports_,
+                     " imports, ", imports_.size(), " leases out"));
     FUZZ_CHECK(
         events_->GetStats().in_use >=
             static_cast<int64_t>(std::count_if(

@@ -361,7 +361,8 @@ bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
   for (NativeStream stream : block->uses) {
     absl::StatusOr<CaptureInfo> info =
         backend_.GetCaptureInfo(block->device, stream);
-    if (!info.ok() && info.status().code() == absl::StatusCode::kUnimplemented) {
+    if (!info.ok() &&
+        info.status().code() == absl::StatusCode::kUnimplemented) {
       // A backend without capture ids (one written before GetCaptureInfo):
       // its capture status still tells whether the stream captures; a
       // backend with neither cannot capture at all.
@@ -397,8 +398,8 @@ bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
     // A pool keeps device memory of its own device only (its blocks are
     // reused for its device allocations): pinned host memory, or memory of
     // another device joined into the capture, is held instead.
-    if (pool != nullptr && (block->kind != MemoryKind::kDevice ||
-                            block->device != pool->device)) {
+    if (pool != nullptr &&
+        (block->kind != MemoryKind::kDevice || block->device != pool->device)) {
       pool = nullptr;
     }
     if (pool != nullptr) {

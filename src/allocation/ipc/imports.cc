@@ -8,11 +8,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "absl/base/optimization.h"
 #include "src/kernel/process_state.h"
 
 namespace gpupool {
