@@ -39,7 +39,9 @@ uint64_t BufferId(absl::string_view name, int device) {
 }  // namespace
 
 IpcExports::IpcExports(Backend& backend)
-    : backend_(backend), exporter_id_(RandomIpcId()) {}
+    : backend_(backend),
+      exporter_id_(RandomIpcId()),
+      exporter_pid_(static_cast<uint64_t>(getpid())) {}
 
 absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
                                              void* ptr, size_t bytes) {
@@ -66,7 +68,7 @@ absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
   version.handle.bytes = bytes;
   version.handle.buffer_id = BufferId(name, device);
   version.handle.version = NextIpcVersion();
-  version.handle.exporter_pid = static_cast<uint64_t>(getpid());
+  version.handle.exporter_pid = exporter_pid_;
   version.handle.exporter_id = exporter_id_;
   absl::StatusOr<uint32_t> slot = refs_->Claim(version.handle.version);
   if (!slot.ok()) return slot.status();

@@ -37,6 +37,10 @@ class IpcExports {
 
   // This cache's random exporter id (in every handle it makes).
   uint64_t exporter_id() const { return exporter_id_; }
+  // The pid of the process that built this cache, in every handle it makes.
+  // The cache refuses every call in a fork() child, so while a call is made
+  // this is the caller's process.
+  uint64_t exporter_pid() const { return exporter_pid_; }
 
   // The handle of the stable buffer `name` now at `ptr` on `device`
   // (`bytes` asked for): the kept one when `ptr` is already exported, else
@@ -69,6 +73,7 @@ class IpcExports {
 
   Backend& backend_;
   const uint64_t exporter_id_;
+  const uint64_t exporter_pid_;
   mutable Mutex mu_;
   std::unique_ptr<IpcRefs> refs_ ABSL_GUARDED_BY(mu_);
   // Live exported versions by (device, ptr).

@@ -2,13 +2,10 @@
 
 #include "src/allocation/ipc/imports.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,18 +60,6 @@ struct OpenWait {
 };
 bool OpenEnded(OpenWait* wait) { return *wait->opens_ended != wait->seen; }
 
-// getpid() without a system call on every import: read once per thread and
-// fork generation (a fork() child has another pid).
-uint64_t ThisProcessId() {
-  thread_local uint64_t epoch = ~uint64_t{0};
-  thread_local uint64_t pid = 0;
-  if (ABSL_PREDICT_FALSE(epoch != ForkEpoch())) {
-    epoch = ForkEpoch();
-    pid = static_cast<uint64_t>(getpid());
-  }
-  return pid;
-}
-
 }  // namespace
 
 IpcImports::IpcImports(Backend& backend, const PoolLifetime& lifetime,
@@ -111,7 +96,7 @@ absl::StatusOr<std::shared_ptr<IpcRefs>> IpcImports::RefsOf(
 absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
                                                   int device) {
   constexpr absl::string_view where = "AllocationCache::Import";
-  if (handle.exporter_pid == ThisProcessId()) {
+  if (handle.exporter_pid == exports_.exporter_pid()) {
     if (handle.exporter_id != exports_.exporter_id()) {
       return absl::InvalidArgumentError(absl::StrCat(
           where,
