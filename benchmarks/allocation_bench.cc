@@ -117,10 +117,9 @@ void CapturedAllocateRelease(benchmark::State& state, const BenchEnv& env) {
   {
     EventPool events(*sim);
     AllocationCache cache(*sim, events);
-    absl::StatusOr<GraphPool> pool = cache.NewGraphPool(0);
+    absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(cache, 0);
     if (!Check(state, pool.status())) return;
-    absl::StatusOr<CaptureScope> scope =
-        cache.BeginCaptureScope(*pool, *stream);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(*stream);
     if (Check(state, scope.status()) &&
         Check(state, sim->BeginCapture(*stream, SimCaptureMode::kGlobal)) &&
         Check(

@@ -180,6 +180,17 @@ int RunBenchmarkMain(int argc, char** argv, RegisterFn register_suite) {
     return 2;
   }
 
+  // A runtime's first call on a device creates its context (about 100 ms on
+  // an H100): make it here, outside every timed loop, or the first benchmark
+  // of the binary measures it (one iteration at ~0.1 s). The simulator and
+  // the null backend have no context to make.
+  const bool runtime = backend_name != "sim" && backend_name != "null";
+  for (int device = 0; runtime && device < *devices; ++device) {
+    absl::StatusOr<NativeStream> stream =
+        (*backend)->CreateStream(device, StreamConfig{});
+    if (stream.ok()) (*backend)->DestroyStream(device, *stream).IgnoreError();
+  }
+
   BenchEnv env;
   env.backend_name = backend_name;
   env.backend = backend->get();

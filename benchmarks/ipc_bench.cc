@@ -1,4 +1,4 @@
-// Importing another process's buffer: an AllocationCache::Import hit (the
+// Importing another process's buffer: an StableBuffers::Import hit (the
 // version is already mapped: no runtime call) against the raw runtime
 // calls a cache-less importer makes every time (OpenIpcHandle +
 // CloseIpcHandle). On SimBackend only (its IPC works across real processes);
@@ -24,6 +24,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 
 namespace {
 
@@ -42,7 +43,7 @@ int RunExporter(const std::string& ipc_namespace, int out, int in) {
   gpupool::EventPool events(sim);
   gpupool::AllocationCache cache(sim, events);
   absl::StatusOr<gpupool::IpcHandle> handle =
-      cache.ExportStable("bench", 0, size_t{1} << 20);
+      gpupool::StableBuffers(cache).Export("bench", 0, size_t{1} << 20);
   if (!handle.ok()) return 1;
   const std::string wire = handle->Serialize();
   if (write(out, wire.data(), wire.size()) !=
@@ -66,7 +67,7 @@ Shared shared;
 void BM_ImportHit(benchmark::State& state) {
   {  // the one open, outside the timed loop
     absl::StatusOr<gpupool::ImportedBuffer> first =
-        shared.cache->Import(shared.handle, 0);
+        gpupool::StableBuffers(*shared.cache).Import(shared.handle, 0);
     if (!first.ok()) {
       state.SkipWithError(first.status().ToString().c_str());
       return;
@@ -75,7 +76,7 @@ void BM_ImportHit(benchmark::State& state) {
   const int64_t calls_before = shared.sim->total_calls();
   for (auto _ : state) {
     absl::StatusOr<gpupool::ImportedBuffer> lease =
-        shared.cache->Import(shared.handle, 0);
+        gpupool::StableBuffers(*shared.cache).Import(shared.handle, 0);
     benchmark::DoNotOptimize(lease->data());
   }
   state.counters["runtime_calls_per_import"] = benchmark::Counter(

@@ -49,6 +49,9 @@ done
 # Test binaries that cannot run from the bundle, with the reason.
 declare -A excluded=(
   [gtest_integration_test]="runs leaky_suite from the build tree and reads its source"
+  [runtime_loader_test]="loads stand-in runtimes from the build tree"
+  [cuda_loader_test]="loads stand-in runtimes from the build tree"
+  [cuda_contract_fake_runtime_test]="loads a stand-in runtime from the build tree"
 )
 # Libraries every target machine has: the C and C++ runtimes, and the NVIDIA
 # driver, which must match the machine's kernel module and is never bundled.

@@ -20,8 +20,7 @@ absl::StatusOr<gpupool::SimGraph> CaptureStep(gpupool::SimBackend& sim,
                                               gpupool::AllocationCache& cache,
                                               const gpupool::GraphPool& pool,
                                               gpupool::NativeStream stream) {
-  absl::StatusOr<gpupool::CaptureScope> scope =
-      cache.BeginCaptureScope(pool, stream);
+  absl::StatusOr<gpupool::CaptureScope> scope = pool.BeginCapture(stream);
   if (!scope.ok()) return scope.status();
   absl::Status begun =
       sim.BeginCapture(stream, gpupool::SimCaptureMode::kGlobal, pool.id());
@@ -44,7 +43,8 @@ int main() {
   absl::StatusOr<gpupool::NativeStream> stream = sim.CreateStream(0, {});
   if (!stream.ok()) return 1;
   {
-    absl::StatusOr<gpupool::GraphPool> pool = cache.NewGraphPool(0);
+    absl::StatusOr<gpupool::GraphPool> pool =
+        gpupool::GraphPool::Create(cache, 0);
     if (!pool.ok()) return 1;
     absl::StatusOr<gpupool::SimGraph> step =
         CaptureStep(sim, cache, *pool, *stream);

@@ -20,6 +20,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 
 // Sends `mine` to the peer rank and returns what it sent: the user's
 // transport (MPI_Sendrecv, a TCP store, a pipe).
@@ -28,15 +29,15 @@ using Exchange = std::function<std::string(const std::string& mine)>;
 // One step: publish this rank's ring buffer, map the peer's. Every rank makes
 // the same calls, so every rank reallocates at the same step.
 absl::StatusOr<gpupool::ImportedBuffer> ShareRingBuffer(
-    gpupool::AllocationCache& cache, int device, size_t bytes,
+    gpupool::StableBuffers& buffers, int device, size_t bytes,
     const Exchange& exchange) {
   absl::StatusOr<gpupool::IpcHandle> mine =
-      cache.ExportStable("ring", device, bytes);
+      buffers.Export("ring", device, bytes);
   if (!mine.ok()) return mine.status();
   absl::StatusOr<gpupool::IpcHandle> theirs =
       gpupool::IpcHandle::Parse(exchange(mine->Serialize()));
   if (!theirs.ok()) return theirs.status();
-  return cache.Import(*theirs, device);  // opened once per version, then hits
+  return buffers.Import(*theirs, device);  // opened once per version, then hits
 }
 
 namespace {
@@ -65,12 +66,13 @@ int RunRank(const std::string& ipc_namespace, int in, int out) {
   {
     gpupool::EventPool events(sim);
     gpupool::AllocationCache cache(sim, events);
+    gpupool::StableBuffers buffers(cache);
     const Exchange exchange = [in, out](const std::string& mine) {
       return PipeExchange(in, out, mine);
     };
     for (int step = 0; step < 100; ++step) {
       absl::StatusOr<gpupool::ImportedBuffer> peer =
-          ShareRingBuffer(cache, /*device=*/0, size_t{1} << 20, exchange);
+          ShareRingBuffer(buffers, /*device=*/0, size_t{1} << 20, exchange);
       if (!peer.ok()) {
         std::fprintf(stderr, "%s\n", peer.status().ToString().c_str());
         return 1;
@@ -80,7 +82,7 @@ int RunRank(const std::string& ipc_namespace, int in, int out) {
     // Close the peer's mapping, then wait for the peer to close ours before
     // the cache frees it.
     if (!cache.Trim().ok() || PipeExchange(in, out, "done").empty()) return 1;
-    stats = cache.GetIpcStats();
+    stats = buffers.GetIpcStats();
   }
   std::printf(
       "ipc_ring: 100 steps, %lld export(s), %lld open(s), %lld hit(s)\n",

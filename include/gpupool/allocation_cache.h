@@ -28,8 +28,10 @@
 //     device and kind (waiting for their pending work), retries once, then
 //     returns ResourceExhausted naming requested, rounded, in-use and cached
 //     bytes and the device's free/total memory. Never aborts.
-//   * stable allocations: AcquireStable(name, device, bytes) returns the same
-//     address on every call while the process lives (IPC-registered buffers).
+//   * features over the cache, each a type of its own: named buffers that
+//     never move and sharing them with other processes (StableBuffers,
+//     gpupool/stable_buffers.h); capture-private pools for CUDA/HIP graphs
+//     (GraphPool, gpupool/graph_pool.h).
 //   * faults: a sticky device error poisons the device (shared DeviceHealth);
 //     its blocks are then dropped without runtime calls.
 //   * exit and fork: cached blocks are freed by an exit hook while the runtime
@@ -71,20 +73,22 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
-#include "gpupool/device_health.h"
-#include "gpupool/event_pool.h"
 #include "gpupool/export.h"
-#include "gpupool/graph_pool.h"
 #include "gpupool/internal/lease.h"
-#include "gpupool/ipc_handle.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 
 namespace gpupool {
 
+class DeviceHealth;
+class EventPool;
+
 namespace internal {
 class AllocationCacheCore;
 struct AllocationBlock;
+// How the features over a cache (gpupool/graph_pool.h,
+// gpupool/stable_buffers.h) reach its internals.
+struct AllocationCacheAccess;
 }  // namespace internal
 
 // When a cached block released on stream A may serve a request on stream B.
@@ -140,7 +144,7 @@ struct GPUPOOL_EXPORT AllocationCacheStats {
   int64_t bytes_cached = 0;
   int64_t blocks_retiring = 0;     // over the cap or uncached, freed once their
   int64_t bytes_retiring = 0;      // pending work completes
-  int64_t stable_allocations = 0;  // AcquireStable buffers alive
+  int64_t stable_allocations = 0;  // StableBuffers buffers alive
   int64_t bytes_stable = 0;
   // --- counters ---
   int64_t hits = 0;    // Allocate served from the cache
@@ -148,10 +152,10 @@ struct GPUPOOL_EXPORT AllocationCacheStats {
   int64_t uncached_allocations = 0;  // above max_cached_block_bytes
   int64_t cross_stream_waits = 0;    // hits made safe with StreamWaitEvent
   int64_t oom_retries = 0;           // runtime OOMs answered by trim + retry
-  int64_t failed_allocations = 0;    // Allocate/AcquireStable errors
+  int64_t failed_allocations = 0;    // Allocate/StableBuffers::Acquire errors
   int64_t runtime_allocations = 0;   // Backend::Allocate successes
   int64_t runtime_frees = 0;         // Backend::Free calls
-  int64_t stable_reallocations = 0;  // AcquireStable grew a buffer
+  int64_t stable_reallocations = 0;  // StableBuffers::Acquire grew a buffer
   int64_t blocks_dropped = 0;  // forgotten without a runtime call: poisoned
                                // device or older device generation
   int64_t blocks_leaked = 0;   // left to the OS: exit, fork, released after
@@ -256,43 +260,6 @@ class GPUPOOL_EXPORT AllocationCache {
       NativeStream stream = nullptr,
       SourceLocation where = SourceLocation::Current());
 
-  // Device memory named `name` on `device` that never moves: every call
-  // returns the same address while the process lives. A larger `bytes` than
-  // the buffer holds allocates a bigger one, then frees the old one (counted
-  // in stable_reallocations; the caller must have finished using the old
-  // one); if that allocation fails, the error is returned and the name keeps
-  // its old buffer. A smaller one reuses it. Errors as Allocate.
-  absl::StatusOr<void*> AcquireStable(std::string_view name, int device,
-                                      size_t bytes);
-  // Frees the stable buffer `name` of `device`. NotFound when there is none;
-  // errors as Allocate otherwise.
-  absl::Status ReleaseStable(std::string_view name, int device);
-
-  // --- Sharing stable buffers with other processes -------------------------
-  // AcquireStable(name, device, bytes), then the handle another process
-  // imports it with: made with one runtime call per buffer version and kept
-  // (later calls make no runtime call while the buffer does not move). When
-  // the buffer grows it gets a new version and a new handle; the old version
-  // is not freed while an importer still has it mapped (it waits, and is
-  // freed by a later ExportStable or Trim once unmapped). Every process that
-  // makes the same sequence of calls makes the same sequence of
-  // reallocations, so peers that exchange handles after the same calls never
-  // wait for one that did not reallocate. Errors as AcquireStable, plus the
-  // runtime's GetIpcHandle error (Unimplemented on a backend without IPC).
-  absl::StatusOr<IpcHandle> ExportStable(std::string_view name, int device,
-                                         size_t bytes);
-  // Maps the buffer `handle` names on `device` of this process and leases
-  // it. One runtime open per buffer version and device, however many
-  // threads and leases; the mapping is closed once a newer version of the
-  // buffer was imported and its last lease is gone, on Trim, and at exit.
-  // A handle this cache exported returns the local buffer (no mapping).
-  // Errors: InvalidArgument (bad device, 0 bytes, a handle of another cache
-  // of this process); NotFound (stale: the exporter freed that version, a
-  // newer one was imported, or the exporter is gone); FailedPrecondition
-  // (poisoned device, forked, exiting); the runtime's open error.
-  absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
-  IpcStats GetIpcStats() const;
-
   // Frees cached blocks of `device` (device memory first, then pinned host;
   // largest first) until at most `keep_bytes` remain cached, plus every
   // retiring block. Blocks whose last use is still pending are waited for
@@ -318,25 +285,15 @@ class GPUPOOL_EXPORT AllocationCache {
   const std::shared_ptr<DeviceHealth>& health() const;
   const AllocationCacheOptions& options() const;
 
-  // --- Graph capture (gpupool/graph_pool.h) --------------------------------
-  // A new capture-private pool of `device`. InvalidArgument for a bad device;
-  // FailedPrecondition when poisoned, forked or exiting.
-  absl::StatusOr<GraphPool> NewGraphPool(int device);
-  // Registers `pool` for the capture that will be begun on `origin` (or is
-  // already under way there). One runtime call (Backend::GetCaptureInfo).
-  // InvalidArgument for a null origin or an empty pool; FailedPrecondition
-  // when the pool is released or already has a scope open; Unimplemented on
-  // a backend without capture ids.
-  absl::StatusOr<CaptureScope> BeginCaptureScope(const GraphPool& pool,
-                                                 NativeStream origin);
-
-  // The size a cacheable request of `bytes` (>= 1) occupies: its size class.
-  static size_t RoundedSize(size_t bytes);
-
  private:
+  friend struct internal::AllocationCacheAccess;
   std::shared_ptr<internal::AllocationCacheCore> core_;
   uint64_t exit_registration_ = 0;
 };
+
+// The size a cacheable request of `bytes` (>= 1) occupies in an
+// AllocationCache: its size class.
+GPUPOOL_EXPORT size_t RoundedAllocationSize(size_t bytes);
 
 }  // namespace gpupool
 

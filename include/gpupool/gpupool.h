@@ -17,10 +17,12 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/graph_pool.h"
 #include "gpupool/hip_backend.h"
+#include "gpupool/ipc_handle.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/pools.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 
 #endif  // GPUPOOL_GPUPOOL_H_

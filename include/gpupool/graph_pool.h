@@ -1,9 +1,10 @@
-// gpupool/graph_pool.h — capture-private memory pools of the allocation cache.
+// gpupool/graph_pool.h — capture-private memory pools over an allocation cache.
 //
 // A block that work captured into a CUDA or HIP graph touches is the graph's
 // until the graph is gone: every replay writes it. GraphPool gives such
 // blocks a home (after PyTorch's graph pools): open a CaptureScope on the
-// pool *before* beginning the capture and end it *after* ending the capture;
+// pool (BeginCapture) *before* beginning the capture and end it *after*
+// ending the capture;
 // every Allocate in between whose stream belongs to that capture (decided by
 // the stream's capture id, so side streams joined into the capture count and
 // the thread does not matter) is served from the pool.
@@ -28,10 +29,10 @@
 //
 // Example (one graph, replayed on `stream`):
 //
-//   absl::StatusOr<gpupool::GraphPool> pool = cache.NewGraphPool(0);
+//   absl::StatusOr<gpupool::GraphPool> pool =
+//       gpupool::GraphPool::Create(cache, /*device=*/0);
 //   {
-//     absl::StatusOr<gpupool::CaptureScope> scope =
-//         cache.BeginCaptureScope(*pool, stream);
+//     absl::StatusOr<gpupool::CaptureScope> scope = pool->BeginCapture(stream);
 //     cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
 //     auto scratch = cache.Allocate(0, bytes, gpupool::MemoryKind::kDevice,
 //                                   stream);   // from the pool
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gpupool/backend.h"
 #include "gpupool/export.h"
 
@@ -60,10 +62,16 @@ struct GraphPoolState;
 }  // namespace internal
 
 class AllocationCache;
+class CaptureScope;
 
 // A capture-private pool of one device (device memory). Move-only.
 class GPUPOOL_EXPORT GraphPool {
  public:
+  // A new pool of `device` over `cache` (which must outlive the pool's
+  // use; the pool keeps the cache's internals alive). InvalidArgument for a
+  // bad device; FailedPrecondition when poisoned, forked or exiting.
+  static absl::StatusOr<GraphPool> Create(AllocationCache& cache, int device);
+
   GraphPool() = default;
   GraphPool(GraphPool&& other) noexcept = default;
   GraphPool& operator=(GraphPool&& other) noexcept;
@@ -74,6 +82,14 @@ class GPUPOOL_EXPORT GraphPool {
   uint64_t id() const;
   int device() const;
   explicit operator bool() const { return state_ != nullptr; }
+
+  // Routes the allocations of the capture that will be begun on `origin` (or
+  // is already under way there) to this pool until the scope ends. One
+  // runtime call (Backend::GetCaptureInfo). InvalidArgument for an empty
+  // pool or a null origin; FailedPrecondition when the pool is released or
+  // already has a scope open, or the device is poisoned; Unimplemented on a
+  // backend without capture ids.
+  absl::StatusOr<CaptureScope> BeginCapture(NativeStream origin) const;
 
   // Gives every block the pool holds back to the general cache, fenced by a
   // ready event on each of `replay_streams` (none: reusable at once); blocks
@@ -86,7 +102,6 @@ class GPUPOOL_EXPORT GraphPool {
   absl::Status Release(const std::vector<NativeStream>& replay_streams = {});
 
  private:
-  friend class AllocationCache;
   GraphPool(std::shared_ptr<internal::AllocationCacheCore> core,
             std::shared_ptr<internal::GraphPoolState> state);
 
@@ -109,7 +124,7 @@ class GPUPOOL_EXPORT CaptureScope {
   explicit operator bool() const { return route_id_ != 0; }
 
  private:
-  friend class AllocationCache;
+  friend class GraphPool;
   CaptureScope(std::shared_ptr<internal::AllocationCacheCore> core,
                uint64_t route_id)
       : core_(std::move(core)), route_id_(route_id) {}

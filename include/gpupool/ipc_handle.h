@@ -83,7 +83,7 @@ struct IpcMapping;
 }  // namespace internal
 
 // A lease on another process's buffer mapped into this one
-// (AllocationCache::Import). Move-only; the mapping stays open while any
+// (StableBuffers::Import). Move-only; the mapping stays open while any
 // lease of it is out, and is closed once it is superseded by a newer version
 // (or trimmed) and its last lease is gone.
 class GPUPOOL_EXPORT ImportedBuffer {
@@ -122,10 +122,10 @@ class GPUPOOL_EXPORT ImportedBuffer {
   bool local_ = false;
 };
 
-// The IPC counters of one AllocationCache (AllocationCache::GetIpcStats).
+// The IPC counters of one AllocationCache (StableBuffers::GetIpcStats).
 struct GPUPOOL_EXPORT IpcStats {
   // Exporter side.
-  int64_t export_calls = 0;      // ExportStable calls
+  int64_t export_calls = 0;      // StableBuffers::Export calls
   int64_t exports = 0;           // buffer versions exported (runtime calls)
   int64_t versions_waiting = 0;  // freed versions an importer still maps
   // Importer side.

@@ -33,6 +33,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/export.h"
 #include "gpupool/pool_options.h"
+#include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 
 namespace gpupool {
@@ -57,6 +58,8 @@ class GPUPOOL_EXPORT Pools {
   StreamPool& streams() { return *streams_; }
   EventPool& events() { return *events_; }
   AllocationCache& allocations() { return *allocations_; }
+  // Named buffers that never move, and IPC, over allocations().
+  StableBuffers& stable_buffers() { return *stable_buffers_; }
   const std::shared_ptr<DeviceHealth>& health() const { return health_; }
 
   // Leases and allocations the user still holds in every pool, with acquire
@@ -80,6 +83,7 @@ class GPUPOOL_EXPORT Pools {
   std::unique_ptr<EventPool> events_;
   // Declared last: destroyed first, while the event pool it records on lives.
   std::unique_ptr<AllocationCache> allocations_;
+  std::unique_ptr<StableBuffers> stable_buffers_;
 };
 
 // The process-wide bundle (see above). The pointer lives until the process

@@ -18,7 +18,6 @@
 namespace gpupool::internal {
 
 struct AllocationBlock;
-struct GraphPoolState;
 
 // What became of a block whose safety had to be proven with the runtime.
 enum class BlockState {
@@ -43,9 +42,10 @@ struct AllocationBlock {
   int device = -1;
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t generation = 0;  // DeviceHealth generation it was allocated in
-  // The capture-private pool that owns the block (graph/pool.h); null for the
-  // general cache. Set while the pool holds it, leased or free.
-  std::shared_ptr<GraphPoolState> graph_pool;
+  // The capture router's record of the pool that owns the block (hooks.h);
+  // null for the general cache. Set while a pool holds it, leased or free;
+  // opaque to the core.
+  std::shared_ptr<void> owner;
 
   // --- While leased ---
   size_t requested = 0;

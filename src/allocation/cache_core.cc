@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -77,14 +78,43 @@ absl::Status AllocationCacheCore::CheckUsable(int device,
   if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {
     return absl::OkStatus();
   }
-  return lifetime_.CheckEntry(absl::StrCat("AllocationCache::", what), "cache",
-                              device, [this](int d) {
-                                DropStale(d);
-                                // Mappings and exports of a dead context
-                                // go without runtime calls.
-                                ipc_imports_->DropDevice(d);
-                                ipc_exports_.DropDevice(d);
-                              });
+  return lifetime_.CheckEntry(what, "cache", device, [this](int d) {
+    DropStale(d);
+    if (FreeGate* gate = free_gate_.load(std::memory_order_acquire)) {
+      gate->DropDevice(d);
+    }
+  });
+}
+
+bool AllocationCacheCore::Leaking() const {
+  return closed_.load(std::memory_order_acquire) || ProcessIsExiting();
+}
+
+CaptureRouter& AllocationCacheCore::InstallCaptureRouter(
+    absl::FunctionRef<std::unique_ptr<CaptureRouter>()> make) {
+  if (CaptureRouter* router = capture_router_.load(std::memory_order_acquire)) {
+    return *router;
+  }
+  MutexLock lock(&hooks_mu_);
+  if (capture_router_owner_ == nullptr) {
+    capture_router_owner_ = make();
+    capture_router_.store(capture_router_owner_.get(),
+                          std::memory_order_release);
+  }
+  return *capture_router_owner_;
+}
+
+FreeGate& AllocationCacheCore::InstallFreeGate(
+    absl::FunctionRef<std::unique_ptr<FreeGate>()> make) {
+  if (FreeGate* gate = free_gate_.load(std::memory_order_acquire)) {
+    return *gate;
+  }
+  MutexLock lock(&hooks_mu_);
+  if (free_gate_owner_ == nullptr) {
+    free_gate_owner_ = make();
+    free_gate_.store(free_gate_owner_.get(), std::memory_order_release);
+  }
+  return *free_gate_owner_;
 }
 
 void AllocationCacheCore::DropStale(int device) {
@@ -138,7 +168,8 @@ PooledAllocation AllocationCacheCore::MakeLease(AllocationBlock* block) {
 absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
     int device, size_t bytes, MemoryKind kind, NativeStream stream,
     SourceLocation where) {
-  if (absl::Status usable = CheckUsable(device, "Allocate"); !usable.ok()) {
+  if (absl::Status usable = CheckUsable(device, "AllocationCache::Allocate");
+      !usable.ok()) {
     return usable;
   }
   if (bytes == 0) {
@@ -152,17 +183,19 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   }
   AllocationShard& shard = Shard(device, kind);
   const LeaseRequest request{bytes, stream, where};
-  // 0. A capture routed to a graph pool (graph/pool.cc). With no capture
-  //    scope open this is one relaxed load and no runtime call.
-  if (ABSL_PREDICT_FALSE(graph_pools_.AnyRouteOpen()) && stream != nullptr &&
-      kind == MemoryKind::kDevice) {
+  // 0. A capture the capture router claims (hooks.h). With none installed,
+  //    or no capture registered, this is one or two loads and no runtime
+  //    call.
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_FALSE(router != nullptr && router->Routing()) &&
+      stream != nullptr && kind == MemoryKind::kDevice) {
     absl::StatusOr<CaptureInfo> info = backend_.GetCaptureInfo(device, stream);
     if (info.ok()) {
-      if (std::shared_ptr<GraphPoolState> pool =
-              MatchRoute(device, stream, *info)) {
-        return AllocateInGraphPool(std::move(pool), shard, request);
+      if (std::optional<absl::StatusOr<PooledAllocation>> routed =
+              router->Allocate(shard, request, *info)) {
+        return *std::move(routed);
       }
-      if (poisoned(device)) {  // a capture query of MatchRoute's
+      if (poisoned(device)) {  // a capture query of the router's
         return AllocationFailed(shard, lifetime_.PoisonedError(device));
       }
     } else {
@@ -293,8 +326,9 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   if (Forked()) return;
   AllocationShard& shard = Shard(block->device, block->kind);
   const int device = block->device;
-  if (block->graph_pool != nullptr) {
-    ReturnToGraphPool(shard, block);
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (block->owner != nullptr) {  // only a router sets it
+    router->Return(shard, block);
     return;
   }
 
@@ -304,8 +338,8 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   } else if (poisoned(device) || block->generation != generation(device)) {
     state = BlockState::kDrop;
   } else if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
-                                graph_pools_.AnyRouteOpen())) {
-    // Used on a capturing stream: a graph may replay it (graph/pool.cc).
+                                (router != nullptr && router->Routing()))) {
+    // Used on a capturing stream: a graph may replay it.
     if (HoldIfCapturing(shard, block)) return;
     // The capture query may have met a sticky error.
     state =
@@ -319,6 +353,52 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   delete taken.to_delete;
   if (taken.to_free != nullptr) FreeBlock(shard, taken.to_free).IgnoreError();
   if (taken.to_poll != nullptr) CheckRetiring(shard, taken.to_poll);
+}
+
+bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
+                                          AllocationBlock* block) {
+  for (NativeStream stream : block->uses) {
+    absl::StatusOr<CaptureInfo> info =
+        backend_.GetCaptureInfo(block->device, stream);
+    if (!info.ok() &&
+        info.status().code() == absl::StatusCode::kUnimplemented) {
+      // A backend without capture ids (one written before GetCaptureInfo):
+      // its capture status still tells whether the stream captures; a
+      // backend with neither cannot capture at all.
+      absl::StatusOr<CaptureStatus> status =
+          backend_.GetCaptureStatus(block->device, stream);
+      if (status.ok()) {
+        info = CaptureInfo{*status, 0};
+      } else if (status.status().code() == absl::StatusCode::kUnimplemented) {
+        continue;
+      } else {
+        info = status.status();
+      }
+    }
+    if (!info.ok()) {
+      // A sticky error: the caller drops the block. Any other failure leaves
+      // the stream's capture unknown: a ready event recorded there could be
+      // captured (and its query would invalidate the capture), so the block
+      // is held as for an unregistered capture, until the cache frees
+      // everything.
+      if (PoisonIfSticky(block->device, info.status())) return false;
+    } else if (info->status == CaptureStatus::kNone) {
+      continue;
+    } else if (block->uses.size() == 1) {
+      // Used inside a capture, and there only: a pool registered for it
+      // owns it like its own. A block also used on another stream (eager
+      // work that may still be pending there) is held.
+      CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+      if (router != nullptr && router->Adopt(shard, block, stream, *info)) {
+        return true;
+      }
+    }
+    shard.TakeOutOfUse(block);
+    MutexLock lock(&held_mu_);
+    held_for_captures_.push_back(block);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace gpupool::internal

@@ -1,21 +1,9 @@
 // AllocationCacheCore: the allocation cache behind the public AllocationCache
-// and its PooledAllocation leases, laid out by job, one file each:
-//
-//   cache_core.cc    allocation policy: Allocate (same stream, ready,
-//                    checked pending, new block), Return
-//   stream_fence.*   the stream-order fence (ready events)
-//   oom_chain.cc     runtime allocation and the OOM chain
-//   freeing.cc       freeing and retiring: Trim, drain, close
-//   stable.cc        stable buffers (AcquireStable)
-//   graph/           capture-private pools (GraphPool, CaptureScope)
-//   ipc/             sharing stable buffers with other processes
-//                    (exports, imports, cross-process reference counts)
-//   cache_report.cc  stats, outstanding leases, DebugString
-//   shard.*          the sealed per-(device, kind) bookkeeping
-//
-// It stands on the resource-lifetime kernel (pool_lifetime.h,
-// fault_reaction.h, handle_care.h, gpupool/internal/lease.h). Every runtime
-// call is made with no shard lock held.
+// and its PooledAllocation leases (the file map: src/allocation/README.md).
+// The features over it reach it only through the two hooks of hooks.h,
+// which they install, and the room services below; it includes none of
+// them. Every runtime call is made with
+// no shard lock held.
 
 #ifndef GPUPOOL_SRC_ALLOCATION_CACHE_CORE_H_
 #define GPUPOOL_SRC_ALLOCATION_CACHE_CORE_H_
@@ -27,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -35,11 +24,8 @@
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/internal/lease.h"
-#include "gpupool/ipc_handle.h"
 #include "src/allocation/block.h"
-#include "src/allocation/graph/pool.h"
-#include "src/allocation/ipc/exports.h"
-#include "src/allocation/ipc/imports.h"
+#include "src/allocation/hooks.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/stream_fence.h"
 #include "src/kernel/cache_line_allocator.h"
@@ -48,6 +34,13 @@
 namespace gpupool::internal {
 
 class AllocationCacheCore;
+
+struct AllocationCacheAccess {
+  static const std::shared_ptr<AllocationCacheCore>& Core(
+      const AllocationCache& cache) {
+    return cache.core_;
+  }
+};
 
 // Where a PooledAllocation goes back to: one shard of the cache. It counts
 // its holders itself (gpupool/internal/lease.h): the cache, from
@@ -120,12 +113,6 @@ class AllocationCacheCore
                                       size_t bytes);
   absl::Status ReleaseStable(absl::string_view name, int device);
 
-  // --- ipc/cache_methods.cc ---
-  absl::StatusOr<IpcHandle> ExportStable(absl::string_view name, int device,
-                                         size_t bytes);
-  absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
-  IpcStats GetIpcStats() const;
-
   // --- freeing.cc ---
   absl::Status Trim(int device, size_t keep_bytes);
   absl::Status TrimAll();
@@ -137,21 +124,52 @@ class AllocationCacheCore
   // right after makes every later release leak.
   void DrainForExit();
 
-  // --- graph/pool.cc ---
-  absl::StatusOr<std::shared_ptr<GraphPoolState>> NewGraphPool(int device);
-  // A route for the capture on `origin` (one GetCaptureInfo call); its id.
-  absl::StatusOr<uint64_t> OpenCaptureRoute(
-      std::shared_ptr<GraphPoolState> pool, NativeStream origin);
-  void CloseCaptureRoute(uint64_t route_id);
-  absl::Status ReleaseGraphPool(GraphPoolState& pool,
-                                const std::vector<NativeStream>& streams);
-
   // --- cache_report.cc ---
   AllocationCacheStats GetStats() const;
   AllocationCacheStats GetStats(int device) const;
   AllocationCacheStats GetStats(int device, MemoryKind kind) const;
   std::vector<OutstandingLease> GetOutstandingLeases() const;
   std::string DebugString() const;
+
+  // --- Room services: for the features over the cache (hooks.h) ---
+  // The router (or gate) installed in this cache, installing `make()`'s
+  // result first if there is none. Installed once, kept for the core's life.
+  CaptureRouter& InstallCaptureRouter(
+      absl::FunctionRef<std::unique_ptr<CaptureRouter>()> make);
+  FreeGate& InstallFreeGate(
+      absl::FunctionRef<std::unique_ptr<FreeGate>()> make);
+  // The entry checks (device range, poisoned, forked, exiting); `what` names
+  // the caller in the message.
+  absl::Status CheckUsable(int device, absl::string_view what);
+  const PoolLifetime& lifetime() const { return lifetime_; }
+  absl::Status PoisonedError(int device) const {
+    return lifetime_.PoisonedError(device);
+  }
+  // A sticky runtime error poisons `device`: true when `status` was one.
+  bool PoisonIfSticky(int device, const absl::Status& status) const {
+    if (FaultOf(status) != Fault::kDevice) return false;
+    device_health().Poison(device, status);
+    return true;
+  }
+  uint64_t generation(int device) const {
+    return device_health().generation(device);
+  }
+  // Releases leak from now on: the cache is closed or the process exits.
+  bool Leaking() const;
+  AllocationShard& Shard(int device, MemoryKind kind) const {
+    return *shards_[ShardIndex(device, kind)];
+  }
+  // Backend::Allocate with the OOM chain (oom_chain.cc).
+  absl::StatusOr<void*> RuntimeAllocate(AllocationShard& shard,
+                                        size_t requested, size_t bytes);
+  AllocationBlock* NewBlock(const AllocationShard& shard, void* ptr,
+                            size_t size, int size_class, uint64_t generation);
+  PooledAllocation MakeLease(AllocationBlock* block);
+  // Frees the memory of an idle block (no pending events) and its record.
+  absl::Status FreeBlock(AllocationShard& shard, AllocationBlock* block);
+  absl::Status FreeRaw(AllocationShard& shard, void* ptr);
+  // Frees the stable buffer memory the free gate no longer keeps.
+  void FreeReleasedByGate();
 
  private:
   struct Released {
@@ -166,34 +184,17 @@ class AllocationCacheCore
   size_t ShardIndex(int device, MemoryKind kind) const {
     return static_cast<size_t>(device) * kKindCount + KindIndex(kind);
   }
-  AllocationShard& Shard(int device, MemoryKind kind) const {
-    return *shards_[ShardIndex(device, kind)];
-  }
   DeviceHealth& device_health() const { return lifetime_.device_health(); }
-  uint64_t generation(int device) const {
-    return device_health().generation(device);
-  }
   bool poisoned(int device) const {
     return device_health().is_poisoned(device);
   }
-  // A sticky runtime error poisons `device`: true when `status` was one.
-  bool PoisonIfSticky(int device, const absl::Status& status) const {
-    if (FaultOf(status) != Fault::kDevice) return false;
-    device_health().Poison(device, status);
-    return true;
-  }
 
   // --- cache_core.cc ---
-  // The kernel's entry checks, with this cache's wording.
-  absl::Status CheckUsable(int device, absl::string_view what);
   // Forgets, without runtime calls, every block of an older generation.
   void DropStale(int device);
   // Deletes host records (returning their events to the EventPool). Must be
   // called without our locks: the EventPool takes its own.
   static void DeleteBlocks(const BlockVector& blocks);
-  AllocationBlock* NewBlock(const AllocationShard& shard, void* ptr,
-                            size_t size, int size_class, uint64_t generation);
-  PooledAllocation MakeLease(AllocationBlock* block);
   absl::StatusOr<PooledAllocation> AllocateUncached(
       AllocationShard& shard, const LeaseRequest& request);
   // Checks candidates (taken oldest first) until one is usable on the
@@ -203,36 +204,17 @@ class AllocationCacheCore
                                       const BlockVector& candidates,
                                       const LeaseRequest& request);
 
-  // --- graph/pool.cc ---
-  // The pool whose open route matches the capture `info` of `stream` (by
-  // capture id; an invalidated capture by its origin stream), or null.
-  // Learns route capture ids on the way: runtime calls, no lock held.
-  std::shared_ptr<GraphPoolState> MatchRoute(int device, NativeStream stream,
-                                             const CaptureInfo& info);
-  // Allocate for a stream whose capture is routed to `pool`.
-  absl::StatusOr<PooledAllocation> AllocateInGraphPool(
-      std::shared_ptr<GraphPoolState> pool, AllocationShard& shard,
-      const LeaseRequest& request);
-  // Return of a pool block: to the pool's free list, or (pool released) to
-  // the general cache fenced by the replay streams.
-  void ReturnToGraphPool(AllocationShard& shard, AllocationBlock* block);
-  // A released block used on a capturing stream: adopted by the pool routed
-  // to that capture, else held. False when no stream of it captures.
+  // A released block used on a capturing stream: adopted by the capture
+  // router's pool, else held out of reuse until the cache frees everything.
+  // False when no stream of it captures.
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
-  void GiveBackToCache(AllocationShard& shard, AllocationBlock* block,
-                       const std::vector<NativeStream>& streams);
-  // Frees (or, without the runtime, leaks) the blocks pools hold free and the
-  // held ones.
-  void FreeGraphPoolBlocks(bool call_runtime);
-  void AddGraphStats(int device, AllocationCacheStats* stats) const;
-  std::string GraphPoolsDebugString() const;
+  // Frees (or, without the runtime, leaks) held blocks and the blocks the
+  // capture router's pools hold unleased.
+  void FreeCaptureBlocks(bool call_runtime);
+  // The capture router's gauges and the held blocks' (cache_report.cc).
+  void AddCaptureStats(int device, AllocationCacheStats* stats) const;
 
   // --- oom_chain.cc ---
-  // Backend::Allocate with the OOM chain: on kOutOfMemory, free the cached
-  // blocks of this (device, kind) — idle ones first, then the pending ones
-  // after waiting for their events — and retry once.
-  absl::StatusOr<void*> RuntimeAllocate(AllocationShard& shard,
-                                        size_t requested, size_t bytes);
   // Counts a failed allocation; a sticky device error poisons the device and
   // turns into FailedPrecondition naming it.
   absl::Status AllocationFailed(AllocationShard& shard, absl::Status status);
@@ -252,19 +234,14 @@ class AllocationCacheCore
   // Frees an idle block, or retires it per `state` (kDrop / kLeak).
   absl::Status Dispose(AllocationShard& shard, AllocationBlock* block,
                        BlockState state);
-  // Frees the memory of an idle block (no pending events) and its record.
-  absl::Status FreeBlock(AllocationShard& shard, AllocationBlock* block);
-  absl::Status FreeRaw(AllocationShard& shard, void* ptr);
   // Retiring blocks wait for their events; check the oldest one now and then.
   void PollRetiring(AllocationShard& shard);
   void CheckRetiring(AllocationShard& shard, AllocationBlock* block);
 
-  // --- ipc/cache_methods.cc ---
-  // Frees a stable buffer's memory, unless it is exported and an importer
-  // still has it mapped: then it waits (FreeReleasedExports frees it later).
+  // --- freeing.cc ---
+  // Frees a stable buffer's memory, unless the free gate keeps it (then
+  // FreeReleasedByGate frees it later).
   absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);
-  // Frees the exported versions no importer maps any more.
-  void FreeReleasedExports();
 
   // --- stable.cc ---
   // Allocates the claimed buffer's new memory, then frees the memory it
@@ -289,13 +266,20 @@ class AllocationCacheCore
   // shards_; made by MakeLeaseAnchors, dropped by DropLeaseAnchors; fixed in
   // between.
   std::vector<AllocationLeaseOwner*> lease_anchors_;
-  GraphPoolRegistry graph_pools_;
   std::atomic<bool> closed_{false};
-  // IPC (ipc/cache_methods.cc): this cache's exports, and its imports (shared
-  // with the ImportedBuffer leases).
-  IpcExports ipc_exports_{backend_};
-  const std::shared_ptr<IpcImports> ipc_imports_ =
-      std::make_shared<IpcImports>(backend_, lifetime_, ipc_exports_);
+
+  // The hooks (hooks.h): null until installed, then fixed. Read lock-free;
+  // installed and owned under hooks_mu_.
+  std::atomic<CaptureRouter*> capture_router_{nullptr};
+  std::atomic<FreeGate*> free_gate_{nullptr};
+  Mutex hooks_mu_;
+  std::unique_ptr<CaptureRouter> capture_router_owner_
+      ABSL_GUARDED_BY(hooks_mu_);
+  std::unique_ptr<FreeGate> free_gate_owner_ ABSL_GUARDED_BY(hooks_mu_);
+  // Blocks released while a stream they were used on captured, with no pool
+  // for the capture: out of reuse until the cache frees everything.
+  mutable Mutex held_mu_;
+  std::vector<AllocationBlock*> held_for_captures_ ABSL_GUARDED_BY(held_mu_);
 };
 
 }  // namespace gpupool::internal

@@ -1,6 +1,7 @@
 // What the allocation cache tells about itself: stats per (device, kind),
 // per device and in total, the leases still out, and DebugString.
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ AllocationCacheStats AllocationCacheCore::GetStats() const {
   AllocationCacheStats total;
   if (Forked()) return total;
   for (const auto& shard : shards_) total += shard->Stats();
-  AddGraphStats(/*device=*/-1, &total);
+  AddCaptureStats(/*device=*/-1, &total);
   return total;
 }
 
@@ -35,7 +36,7 @@ AllocationCacheStats AllocationCacheCore::GetStats(int device) const {
   if (Forked() || !lifetime_.InRange(device)) return total;
   total += Shard(device, MemoryKind::kDevice).Stats();
   total += Shard(device, MemoryKind::kPinnedHost).Stats();
-  AddGraphStats(device, &total);
+  AddCaptureStats(device, &total);
   return total;
 }
 
@@ -43,7 +44,7 @@ AllocationCacheStats AllocationCacheCore::GetStats(int device,
                                                    MemoryKind kind) const {
   if (Forked() || !lifetime_.InRange(device) || !IsKnownKind(kind)) return {};
   AllocationCacheStats stats = Shard(device, kind).Stats();
-  if (kind == MemoryKind::kDevice) AddGraphStats(device, &stats);
+  if (kind == MemoryKind::kDevice) AddCaptureStats(device, &stats);
   return stats;
 }
 
@@ -52,7 +53,9 @@ std::vector<OutstandingLease> AllocationCacheCore::GetOutstandingLeases()
   std::vector<OutstandingLease> out;
   if (Forked()) return out;
   for (const auto& shard : shards_) shard->AppendOutstanding(&out);
-  ipc_imports_->AppendOutstanding(&out);
+  if (const FreeGate* gate = free_gate_.load(std::memory_order_acquire)) {
+    gate->AppendOutstanding(&out);
+  }
   return out;
 }
 
@@ -82,8 +85,25 @@ std::string AllocationCacheCore::DebugString() const {
         &out, "\n  dev", shard->device(), " ", MemoryKindName(shard->kind()),
         poisoned(shard->device()) ? " POISONED" : "", ": ", stats.ToString());
   }
-  absl::StrAppend(&out, GraphPoolsDebugString());
+  if (const CaptureRouter* router =
+          capture_router_.load(std::memory_order_acquire)) {
+    absl::StrAppend(&out, router->DebugString());
+  }
   return out;
+}
+
+void AllocationCacheCore::AddCaptureStats(int device,
+                                          AllocationCacheStats* stats) const {
+  if (const CaptureRouter* router =
+          capture_router_.load(std::memory_order_acquire)) {
+    router->AddStats(device, stats);
+  }
+  MutexLock lock(&held_mu_);
+  for (const AllocationBlock* block : held_for_captures_) {
+    if (device >= 0 && block->device != device) continue;
+    ++stats->blocks_held_for_captures;
+    stats->bytes_held_for_captures += static_cast<int64_t>(block->size);
+  }
 }
 
 }  // namespace gpupool::internal

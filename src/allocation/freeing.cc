@@ -3,6 +3,7 @@
 // the runtime once provably idle, or retired (dropped / leaked) without a
 // call. Memory the GPU may still touch is never freed.
 
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -12,7 +13,8 @@
 namespace gpupool::internal {
 
 absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
-  if (absl::Status usable = CheckUsable(device, "Trim"); !usable.ok()) {
+  if (absl::Status usable = CheckUsable(device, "AllocationCache::Trim");
+      !usable.ok()) {
     // A poisoned device has nothing left to trim: its blocks were dropped.
     const bool dead = !Forked() && !ProcessIsExiting() &&
                       lifetime_.InRange(device) && poisoned(device);
@@ -26,8 +28,10 @@ absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
         ReleaseCached(Shard(device, kind), excess, /*with_retiring=*/true)
             .status);
   }
-  ipc_imports_->CloseUnleased(device);
-  FreeReleasedExports();
+  if (FreeGate* gate = free_gate_.load(std::memory_order_acquire)) {
+    gate->Trim(device);
+    FreeReleasedByGate();
+  }
   return first;
 }
 
@@ -44,9 +48,9 @@ absl::Status AllocationCacheCore::TrimAll() {
 
 void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
   if (close) closed_.store(true, std::memory_order_release);
-  // Graph pools' blocks too: the cache (or the process) ends, and with it
-  // any graph the user could still replay from them.
-  FreeGraphPoolBlocks(call_runtime);
+  // Blocks kept for captures too: the cache (or the process) ends, and with
+  // it any graph the user could still replay from them.
+  FreeCaptureBlocks(call_runtime);
   for (const auto& shard_ptr : shards_) {
     AllocationShard& shard = *shard_ptr;
     BlockVector blocks;
@@ -60,14 +64,55 @@ void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
       continue;
     }
     ReleaseBlocks(shard, std::move(blocks));
-    // An exported version another process still maps is left to the OS.
+    // Memory the free gate keeps (another process maps it) is left to the
+    // OS.
     for (void* ptr : stable) FreeStableMemory(shard, ptr).IgnoreError();
   }
+  FreeGate* gate = free_gate_.load(std::memory_order_acquire);
+  if (gate == nullptr) return;
   if (call_runtime) {
-    ipc_imports_->CloseUnleased(/*device=*/-1);
-    FreeReleasedExports();
+    gate->Trim(/*device=*/-1);
+    FreeReleasedByGate();
   }
-  if (close) ipc_imports_->Close();
+  if (close) gate->Close();
+}
+
+absl::Status AllocationCacheCore::FreeStableMemory(AllocationShard& shard,
+                                                   void* ptr) {
+  FreeGate* gate = free_gate_.load(std::memory_order_acquire);
+  if (gate != nullptr && !gate->MayFree(shard.device(), ptr)) {
+    return absl::OkStatus();
+  }
+  return FreeRaw(shard, ptr);
+}
+
+void AllocationCacheCore::FreeReleasedByGate() {
+  FreeGate* gate = free_gate_.load(std::memory_order_acquire);
+  if (gate == nullptr) return;
+  for (const auto& [device, ptr] : gate->TakeFreeable()) {
+    FreeRaw(Shard(device, MemoryKind::kDevice), ptr).IgnoreError();
+  }
+}
+
+void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
+  std::vector<AllocationBlock*> blocks;
+  {
+    MutexLock lock(&held_mu_);
+    blocks.swap(held_for_captures_);
+  }
+  if (CaptureRouter* router = capture_router_.load(std::memory_order_acquire)) {
+    std::vector<AllocationBlock*> pooled = router->TakeAllUnleased();
+    blocks.insert(blocks.end(), pooled.begin(), pooled.end());
+  }
+  for (AllocationBlock* block : blocks) {
+    AllocationShard& shard = Shard(block->device, block->kind);
+    if (call_runtime) {
+      FreeBlock(shard, block).IgnoreError();
+    } else {
+      shard.Retire(Departure::kLeaked);
+      delete block;
+    }
+  }
 }
 
 void AllocationCacheCore::DrainForExit() {

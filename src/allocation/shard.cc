@@ -123,18 +123,17 @@ void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
 }
 
-// --- Graph pools
-// ---------------------------------------------------------------
+// --- Kept blocks
+// --------------------------------------------------------------
 
-void AllocationShard::LeaseFromGraphPool(AllocationBlock* block,
-                                         const LeaseRequest& request,
-                                         bool hit) {
+void AllocationShard::LeaseKept(AllocationBlock* block,
+                                const LeaseRequest& request, bool hit) {
   MutexLock lock(&mu_);
   if (hit) ++stats_.hits;
   LeaseLocked(block, request);
 }
 
-void AllocationShard::TakeBackToGraphPool(AllocationBlock* block) {
+void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
   MutexLock lock(&mu_);
   RemoveInUseLocked(block);
 }

@@ -111,14 +111,13 @@ class alignas(kCacheLine) AllocationShard {
   void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
                 Tally tally);
 
-  // --- Graph pools (graph/pool.h) -------------------------------------------
-  // Leases a block a graph pool holds (a hit when `hit`; else the pool hands
-  // it back to the general cache, which releases it at once).
-  void LeaseFromGraphPool(AllocationBlock* block, const LeaseRequest& request,
-                          bool hit);
-  // Takes back a leased block into a graph pool (or the held list): it
-  // leaves the in-use gauges and stays in the shard's care.
-  void TakeBackToGraphPool(AllocationBlock* block);
+  // --- Blocks kept outside the cached lists (held, or a capture router's) --
+  // Leases a kept block (a hit when `hit`; else the keeper hands it back to
+  // the general cache, which releases it at once).
+  void LeaseKept(AllocationBlock* block, const LeaseRequest& request, bool hit);
+  // Takes a leased block out of use to be kept (held, or by a capture
+  // router): it leaves the in-use gauges and stays in the shard's care.
+  void TakeOutOfUse(AllocationBlock* block);
 
   // --- Release --------------------------------------------------------------
   struct TakenBack {

@@ -12,13 +12,13 @@ namespace gpupool::internal {
 absl::StatusOr<void*> AllocationCacheCore::AcquireStable(absl::string_view name,
                                                          int device,
                                                          size_t bytes) {
-  if (absl::Status usable = CheckUsable(device, "AcquireStable");
+  if (absl::Status usable = CheckUsable(device, "StableBuffers::Acquire");
       !usable.ok()) {
     return usable;
   }
   if (bytes == 0) {
     return absl::InvalidArgumentError(
-        "AllocationCache::AcquireStable: bytes must be > 0");
+        "StableBuffers::Acquire: bytes must be > 0");
   }
   AllocationShard& shard = Shard(device, MemoryKind::kDevice);
   // Rounded like cached blocks, so that a slightly larger request later
@@ -36,7 +36,7 @@ absl::StatusOr<void*> AllocationCacheCore::AcquireStable(absl::string_view name,
 
 absl::Status AllocationCacheCore::ReleaseStable(absl::string_view name,
                                                 int device) {
-  if (absl::Status usable = CheckUsable(device, "ReleaseStable");
+  if (absl::Status usable = CheckUsable(device, "StableBuffers::Release");
       !usable.ok()) {
     return usable;
   }
@@ -45,9 +45,9 @@ absl::Status AllocationCacheCore::ReleaseStable(absl::string_view name,
   void* ptr = shard.TakeStable(name, generation(device), &stale);
   DeleteBlocks(stale);
   if (ptr == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "AllocationCache::ReleaseStable: no stable buffer named \"", name,
-        "\" on device ", device));
+    return absl::NotFoundError(
+        absl::StrCat("StableBuffers::Release: no stable buffer named \"", name,
+                     "\" on device ", device));
   }
   return FreeStableMemory(shard, ptr);
 }

@@ -34,11 +34,13 @@ Pools::Pools(std::unique_ptr<Backend> backend,
   events_ = std::make_unique<EventPool>(*backend_, health_, options.events);
   allocations_ = std::make_unique<AllocationCache>(*backend_, *events_, health_,
                                                    options.allocations);
+  stable_buffers_ = std::make_unique<StableBuffers>(*allocations_);
 }
 
 Pools::~Pools() {
   // Leases hold the pools' shards, not the backend: destroy the pools (which
   // destroys their idle handles) while the backend is still alive.
+  stable_buffers_.reset();
   allocations_.reset();
   events_.reset();
   streams_.reset();

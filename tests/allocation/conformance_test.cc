@@ -1,6 +1,8 @@
 // AllocationCache conformance: the same checks on every built backend
 // (SimBackend always; CUDA and HIP when their runtime finds a device).
 
+#include "gpupool/event_pool.h"
+#include "gpupool/stable_buffers.h"
 #include "tests/allocation/sim_fixture.h"
 
 namespace gpupool {
@@ -53,10 +55,12 @@ TEST_P(AllocationCacheConformanceTest, ReuseLoopAllocatesOncePerSizeClass) {
 
 TEST_P(AllocationCacheConformanceTest, StableBufferNeverMoves) {
   AllocationCache cache(*backend_, *events_);
-  absl::StatusOr<void*> first = cache.AcquireStable("ipc", 0, kMiB);
+  absl::StatusOr<void*> first =
+      gpupool::StableBuffers(cache).Acquire("ipc", 0, kMiB);
   ASSERT_THAT(first, IsOk());
   for (int i = 0; i < 100; ++i) {
-    absl::StatusOr<void*> again = cache.AcquireStable("ipc", 0, kMiB);
+    absl::StatusOr<void*> again =
+        gpupool::StableBuffers(cache).Acquire("ipc", 0, kMiB);
     ASSERT_THAT(again, IsOk());
     EXPECT_EQ(*again, *first);
   }

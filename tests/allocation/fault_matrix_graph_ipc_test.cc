@@ -3,15 +3,15 @@
 // these cells with the others).
 //
 // Graph pools: every runtime call the capture-private pools add — the capture
-// query of BeginCaptureScope, of an Allocate while a scope is open and of a
-// release with unregistered-capture detection; the ready events of
+// query of GraphPool::BeginCapture, of an Allocate while a scope is open and of
+// a release with unregistered-capture detection; the ready events of
 // GraphPool::Release on the replay streams, and of a lease returned after
 // that release; the frees of pool blocks and held blocks when the cache
 // ends. Besides the usual invariants, no fault may invalidate the user's
 // capture, and the simulator's graph oracle must count no misuse.
 //
-// IPC: ExportStable's GetIpcHandle, Import's OpenIpcHandle and the three
-// ways a mapping is closed (last lease of a superseded version, Trim, the
+// IPC: StableBuffers::Export's GetIpcHandle, Import's OpenIpcHandle and the
+// three ways a mapping is closed (last lease of a superseded version, Trim, the
 // cache's destructor). The runtimes refuse to open a handle of the opening
 // process, so the handles come from another process: ipc_cache_peer (the
 // helper of ipc_test.cc), started once per test binary in this test's IPC
@@ -28,9 +28,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/allocation_cache.h"
+#include "gpupool/event_pool.h"
 #include "gpupool/graph_pool.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "tests/util/fault_matrix.h"
 #include "tests/util/peer_process.h"
 
@@ -70,12 +72,13 @@ void EndCapture(Harness& h) {
 // A stream, a graph pool and a scope registered before the capture begins.
 void ScopeOnStream(Harness& h) {
   if (!h.AcquireStream(kTarget).ok()) h.Error("setup: acquire stream");
-  absl::StatusOr<GraphPool> pool = h.cache->NewGraphPool(kTarget);
-  if (!pool.ok()) return h.Error("setup: NewGraphPool");
+  absl::StatusOr<GraphPool> pool =
+      gpupool::GraphPool::Create(*h.cache, kTarget);
+  if (!pool.ok()) return h.Error("setup: GraphPool::Create");
   h.graph_pools.push_back(*std::move(pool));
   absl::StatusOr<CaptureScope> scope =
-      h.cache->BeginCaptureScope(h.graph_pools[0], h.stream(0));
-  if (!scope.ok()) return h.Error("setup: BeginCaptureScope");
+      (h.graph_pools[0]).BeginCapture(h.stream(0));
+  if (!scope.ok()) return h.Error("setup: GraphPool::BeginCapture");
   h.scopes.push_back(*std::move(scope));
 }
 
@@ -132,7 +135,8 @@ class Peer {
     process_.Wait();
   }
 
-  // ExportStable(name, bytes) in the peer: a handle of another process.
+  // StableBuffers::Export(name, bytes) in the peer: a handle of another
+  // process.
   absl::StatusOr<IpcHandle> Export(const std::string& name, size_t bytes) {
     if (!process_.started()) {
       return absl::InternalError("ipc_cache_peer did not start");
@@ -172,7 +176,8 @@ int NextCell() {
 }
 
 absl::Status Import(Harness& h, const IpcHandle& handle) {
-  absl::StatusOr<ImportedBuffer> buffer = h.cache->Import(handle, kTarget);
+  absl::StatusOr<ImportedBuffer> buffer =
+      gpupool::StableBuffers(*h.cache).Import(handle, kTarget);
   if (!buffer.ok()) return buffer.status();
   if (buffer->local() || buffer->data() == nullptr) {
     h.Error("an import of another process's handle came back local or empty");
@@ -208,15 +213,16 @@ std::vector<Scenario> GraphIpcScenarios() {
   // --- Graph pools -----------------------------------------------------------
   add(
       Path::kGraphScopeOpen, SimOp::kCaptureStatus,
-      "BeginCaptureScope before the capture",
+      "GraphPool::BeginCapture before the capture",
       [](Harness& h) {
         if (!h.AcquireStream(kTarget).ok()) h.Error("setup: acquire stream");
-        absl::StatusOr<GraphPool> pool = h.cache->NewGraphPool(kTarget);
+        absl::StatusOr<GraphPool> pool =
+            gpupool::GraphPool::Create(*h.cache, kTarget);
         if (pool.ok()) h.graph_pools.push_back(*std::move(pool));
       },
       [](Harness& h) {
         absl::StatusOr<CaptureScope> scope =
-            h.cache->BeginCaptureScope(h.graph_pools[0], h.stream(0));
+            (h.graph_pools[0]).BeginCapture(h.stream(0));
         if (!scope.ok()) return scope.status();
         h.scopes.push_back(*std::move(scope));
         return absl::OkStatus();
@@ -330,10 +336,12 @@ std::vector<Scenario> GraphIpcScenarios() {
 
   // --- IPC -------------------------------------------------------------------
   add(
-      Path::kIpcExport, SimOp::kIpcGetHandle, "ExportStable, first call",
-      [](Harness&) {},
+      Path::kIpcExport, SimOp::kIpcGetHandle,
+      "StableBuffers::Export, first call", [](Harness&) {},
       [](Harness& h) {
-        return h.cache->ExportStable("matrix", kTarget, kSmall).status();
+        return gpupool::StableBuffers(*h.cache)
+            .Export("matrix", kTarget, kSmall)
+            .status();
       },
       CacheCall());
   add(

@@ -61,6 +61,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "src/kernel/process_state.h"
@@ -602,26 +603,35 @@ std::vector<Scenario> Scenarios() {
       oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
 
   add(
-      Path::kCacheStable, SimOp::kAllocate, "AcquireStable, first call",
-      nothing,
+      Path::kCacheStable, SimOp::kAllocate,
+      "StableBuffers::Acquire, first call", nothing,
       [](Harness& h) {
-        return h.cache->AcquireStable("matrix", kTarget, kSmall).status();
+        return gpupool::StableBuffers(*h.cache)
+            .Acquire("matrix", kTarget, kSmall)
+            .status();
       },
       CacheAllocation());
   add(
-      Path::kCacheStable, SimOp::kFree, "ReleaseStable",
+      Path::kCacheStable, SimOp::kFree, "StableBuffers::Release",
       [](Harness& h) {
-        (void)h.cache->AcquireStable("matrix", kTarget, kSmall);
+        (void)gpupool::StableBuffers(*h.cache).Acquire("matrix", kTarget,
+                                                       kSmall);
       },
-      [](Harness& h) { return h.cache->ReleaseStable("matrix", kTarget); },
+      [](Harness& h) {
+        return gpupool::StableBuffers(*h.cache).Release("matrix", kTarget);
+      },
       Passthrough(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
   add(
-      Path::kCacheStable, SimOp::kFree, "AcquireStable grows (frees the old)",
+      Path::kCacheStable, SimOp::kFree,
+      "StableBuffers::Acquire grows (frees the old)",
       [](Harness& h) {
-        (void)h.cache->AcquireStable("matrix", kTarget, kSmall);
+        (void)gpupool::StableBuffers(*h.cache).Acquire("matrix", kTarget,
+                                                       kSmall);
       },
       [](Harness& h) {
-        return h.cache->AcquireStable("matrix", kTarget, kLarge).status();
+        return gpupool::StableBuffers(*h.cache)
+            .Acquire("matrix", kTarget, kLarge)
+            .status();
       },
       Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
 

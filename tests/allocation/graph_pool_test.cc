@@ -78,12 +78,12 @@ TEST_F(GraphPoolTest, ABlockReleasedDuringACaptureIsNotHandedToAnotherStream) {
   auto cache = NewCache();
   NativeStream s1 = NewStream();
   NativeStream s2 = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   void* a = nullptr;
   SimGraph graph;
   {
-    absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, s1);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(s1);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(s1, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -146,10 +146,9 @@ TEST_F(GraphPoolTest, ReleaseNeverTouchesADestroyedCaptureStream) {
   absl::StatusOr<NativeStream> capture = sim_.CreateStream(0, {});
   ASSERT_THAT(capture, IsOk());
   NativeStream replay = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
-  absl::StatusOr<CaptureScope> scope =
-      cache->BeginCaptureScope(*pool, *capture);
+  absl::StatusOr<CaptureScope> scope = pool->BeginCapture(*capture);
   ASSERT_THAT(scope, IsOk());
   ASSERT_THAT(sim_.BeginCapture(*capture, SimCaptureMode::kGlobal, pool->id()),
               IsOk());
@@ -174,9 +173,9 @@ TEST_F(GraphPoolTest, ReleaseNeverTouchesADestroyedCaptureStream) {
 TEST_F(GraphPoolTest, PinnedHostMemoryReleasedInACaptureIsHeldNotPooled) {
   auto cache = NewCache();
   NativeStream s1 = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
-  absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, s1);
+  absl::StatusOr<CaptureScope> scope = pool->BeginCapture(s1);
   ASSERT_THAT(scope, IsOk());
   absl::StatusOr<PooledAllocation> host =
       cache->Allocate(0, kMiB, MemoryKind::kPinnedHost, s1);
@@ -245,9 +244,9 @@ TEST(GraphPoolOldBackendTest, DetectionFallsBackToTheCaptureStatus) {
     ASSERT_THAT(c, IsOk());
   }
   EXPECT_EQ(cache.GetStats(0).blocks_held_for_captures, 1);
-  absl::StatusOr<GraphPool> pool = cache.NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(cache, 0);
   ASSERT_THAT(pool, IsOk());
-  EXPECT_THAT(cache.BeginCaptureScope(*pool, *s2),
+  EXPECT_THAT(pool->BeginCapture(*s2),
               StatusIs(absl::StatusCode::kUnimplemented));
   absl::StatusOr<SimGraph> graph = sim.EndCaptureToGraph(*s1);
   ASSERT_THAT(graph, IsOk());
@@ -266,13 +265,12 @@ TEST_F(GraphPoolTest, ASideStreamJoinedIntoTheCaptureRoutesToThePool) {
   NativeStream eager = NewStream();
   NativeEvent fork = *sim_.CreateEvent(0, {});
   NativeEvent join = *sim_.CreateEvent(0, {});
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   void* on_side = nullptr;
   SimGraph graph;
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, origin);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(origin);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(origin, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -302,13 +300,12 @@ TEST_F(GraphPoolTest, AHundredReplaysBesideEagerWorkOnOtherStreams) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
   NativeStream eager = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   std::set<void*> graph_blocks;
   SimGraph graph;
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -345,14 +342,13 @@ TEST_F(GraphPoolTest, TwoGraphsShareAPoolUntilItIsReleased) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
   NativeStream eager = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   SimGraph first;
   SimGraph second;
   void* shared = nullptr;
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -360,8 +356,7 @@ TEST_F(GraphPoolTest, TwoGraphsShareAPoolUntilItIsReleased) {
     first = EndAndInstantiate(capture);
   }
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -386,13 +381,12 @@ TEST_F(GraphPoolTest, AReleasedPoolIsReusedOnlyAfterTheLastReplayCompletes) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
   NativeStream eager = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   void* block = nullptr;
   SimGraph graph;
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -426,11 +420,10 @@ TEST_F(GraphPoolTest, AnInvalidatedCaptureLeaksNothing) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
   {
-    absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+    absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
     ASSERT_THAT(pool, IsOk());
     {
-      absl::StatusOr<CaptureScope> scope =
-          cache->BeginCaptureScope(*pool, capture);
+      absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
       ASSERT_THAT(scope, IsOk());
       ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal), IsOk());
       CapturedUse(*cache, capture, kMiB);
@@ -452,12 +445,12 @@ TEST_F(GraphPoolTest, CapturesOnTwoDevicesUseTheirOwnPools) {
   auto cache = NewCache();
   NativeStream s0 = NewStream(0);
   NativeStream s1 = NewStream(1);
-  absl::StatusOr<GraphPool> pool0 = cache->NewGraphPool(0);
-  absl::StatusOr<GraphPool> pool1 = cache->NewGraphPool(1);
+  absl::StatusOr<GraphPool> pool0 = gpupool::GraphPool::Create(*cache, 0);
+  absl::StatusOr<GraphPool> pool1 = gpupool::GraphPool::Create(*cache, 1);
   ASSERT_THAT(pool0, IsOk());
   ASSERT_THAT(pool1, IsOk());
-  absl::StatusOr<CaptureScope> scope0 = cache->BeginCaptureScope(*pool0, s0);
-  absl::StatusOr<CaptureScope> scope1 = cache->BeginCaptureScope(*pool1, s1);
+  absl::StatusOr<CaptureScope> scope0 = pool0->BeginCapture(s0);
+  absl::StatusOr<CaptureScope> scope1 = pool1->BeginCapture(s1);
   ASSERT_THAT(scope0, IsOk());
   ASSERT_THAT(scope1, IsOk());
   ASSERT_THAT(sim_.BeginCapture(s0, SimCaptureMode::kGlobal, pool0->id()),
@@ -491,7 +484,7 @@ TEST_F(GraphPoolTest, AThreadLocalCaptureBesideAnEagerThread) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
   NativeStream eager = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   std::set<void*> graph_blocks;
   std::vector<void*> eager_blocks;
@@ -503,8 +496,7 @@ TEST_F(GraphPoolTest, AThreadLocalCaptureBesideAnEagerThread) {
     }
   });
   std::thread capture_thread([&] {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(
         sim_.BeginCapture(capture, SimCaptureMode::kThreadLocal, pool->id()),
@@ -534,12 +526,11 @@ TEST_F(GraphPoolTest, TrimAndTheOutOfMemoryChainNeverFreeAGraphsBlocks) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
   NativeStream eager = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   SimGraph graph;
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
                 IsOk());
@@ -563,11 +554,10 @@ TEST_F(GraphPoolTest, APoisonedDeviceDropsThePoolsBlocksWithoutCalls) {
   // Not a fixture stream: ResetDevice below destroys it.
   absl::StatusOr<NativeStream> capture = sim_.CreateStream(0, {});
   ASSERT_THAT(capture, IsOk());
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache->BeginCaptureScope(*pool, *capture);
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(*capture);
     ASSERT_THAT(scope, IsOk());
     ASSERT_THAT(sim_.BeginCapture(*capture, SimCaptureMode::kGlobal), IsOk());
     CapturedUse(*cache, *capture, kMiB);
@@ -588,17 +578,17 @@ TEST_F(GraphPoolTest, APoisonedDeviceDropsThePoolsBlocksWithoutCalls) {
 TEST_F(GraphPoolTest, ScopesAndReleasesRefuseMisuse) {
   auto cache = NewCache();
   NativeStream capture = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
-  EXPECT_THAT(cache->NewGraphPool(5),
+  EXPECT_THAT(gpupool::GraphPool::Create(*cache, 5),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(cache->BeginCaptureScope(*pool, nullptr),
+  EXPECT_THAT(pool->BeginCapture(nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(cache->BeginCaptureScope(GraphPool(), capture),
+  EXPECT_THAT(GraphPool().BeginCapture(capture),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  absl::StatusOr<CaptureScope> scope = cache->BeginCaptureScope(*pool, capture);
+  absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
   ASSERT_THAT(scope, IsOk());
-  EXPECT_THAT(cache->BeginCaptureScope(*pool, capture),
+  EXPECT_THAT(pool->BeginCapture(capture),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("already has a capture scope")));
   EXPECT_THAT(pool->Release(), StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -606,7 +596,7 @@ TEST_F(GraphPoolTest, ScopesAndReleasesRefuseMisuse) {
   scope->End();
   EXPECT_THAT(pool->Release(), IsOk());
   EXPECT_THAT(
-      cache->BeginCaptureScope(*pool, capture),
+      pool->BeginCapture(capture),
       StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("released")));
 }
 
@@ -614,7 +604,7 @@ TEST_F(GraphPoolTest, ScopesAndReleasesRefuseMisuse) {
 TEST_F(GraphPoolTest, NoCaptureQueryWhileNoScopeIsOpen) {
   auto cache = NewCache();
   NativeStream stream = NewStream();
-  absl::StatusOr<GraphPool> pool = cache->NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   for (int i = 0; i < 10; ++i) {
     ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, stream), IsOk());

@@ -2,10 +2,10 @@
 // the IPC namespace argv[1], driven one command per line on stdin, one answer
 // line per command on stdout. Serialized handles travel as hex.
 //
-//   export NAME BYTES FILL  ExportStable + fill its bytes -> HANDLE | err CODE
-//   release NAME            ReleaseStable                 -> ok | err CODE
-//   import HANDLE           Import, keep the lease        -> ok BYTE | err CODE
-//   drop                    release every lease kept      -> ok
+//   export NAME BYTES FILL  StableBuffers::Export + fill its bytes -> HANDLE |
+//   err CODE release NAME            StableBuffers::Release                 ->
+//   ok | err CODE import HANDLE           Import, keep the lease        -> ok
+//   BYTE | err CODE drop                    release every lease kept      -> ok
 //   trim                    Trim()                        -> ok
 //   stats                   -> EXPORTS OPENS CLOSES HITS MAPPINGS LEASES
 //   WAITING sim                     -> GETHANDLE OPEN CLOSE FREE MISUSES quit
@@ -21,6 +21,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
@@ -42,18 +43,18 @@ int main(int argc, char** argv) {
         int fill = 0;
         std::cin >> name >> bytes >> fill;
         absl::StatusOr<gpupool::IpcHandle> handle =
-            cache.ExportStable(name, 0, bytes);
+            gpupool::StableBuffers(cache).Export(name, 0, bytes);
         if (!handle.ok()) {
           std::cout << "err " << handle.status().raw_code() << std::endl;
           continue;
         }
-        void* ptr = *cache.AcquireStable(name, 0, bytes);
+        void* ptr = *gpupool::StableBuffers(cache).Acquire(name, 0, bytes);
         std::memset(sim.ExportedBytes(ptr), fill, bytes);
         std::cout << absl::BytesToHexString(handle->Serialize()) << std::endl;
       } else if (command == "release") {
         std::string name;
         std::cin >> name;
-        absl::Status status = cache.ReleaseStable(name, 0);
+        absl::Status status = gpupool::StableBuffers(cache).Release(name, 0);
         std::cout << (status.ok() ? "ok"
                                   : "err " + std::to_string(status.raw_code()))
                   << std::endl;
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
             gpupool::IpcHandle::Parse(absl::HexStringToBytes(hex));
         absl::StatusOr<gpupool::ImportedBuffer> lease =
             handle.ok()
-                ? cache.Import(*handle, 0)
+                ? gpupool::StableBuffers(cache).Import(*handle, 0)
                 : absl::StatusOr<gpupool::ImportedBuffer>(handle.status());
         if (lease.ok()) {
           std::cout << "ok " << int{*static_cast<unsigned char*>(lease->data())}
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
         (void)cache.Trim();
         std::cout << "ok" << std::endl;
       } else if (command == "stats") {
-        const gpupool::IpcStats s = cache.GetIpcStats();
+        const gpupool::IpcStats s = gpupool::StableBuffers(cache).GetIpcStats();
         std::cout << s.exports << " " << s.opens << " " << s.closes << " "
                   << s.import_hits << " " << s.mappings_live << " "
                   << s.import_leases << " " << s.versions_waiting << std::endl;

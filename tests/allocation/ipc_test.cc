@@ -1,4 +1,4 @@
-// Sharing stable buffers across processes (AllocationCache::ExportStable /
+// Sharing stable buffers across processes (StableBuffers::Export /
 // Import) on SimBackend: this test and a peer process (ipc_cache_peer.cc,
 // fork + exec, serialized handles over a pipe) in one IPC namespace.
 
@@ -20,6 +20,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "gtest/gtest.h"
 #include "tests/util/peer_process.h"
 
@@ -118,10 +119,11 @@ TEST(IpcHandleTest, SerializesToVersionedBytesAndBack) {
 // closes are counted exactly and the last close happens.
 TEST_F(CacheIpcTest, ThousandExportImportRoundsCostOneHandleAndOneOpen) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
-  void* ptr = *cache_->AcquireStable("ring0", 0, 4096);
+  void* ptr = *gpupool::StableBuffers(*cache_).Acquire("ring0", 0, 4096);
   IpcHandle first;
   for (int i = 0; i < 1000; ++i) {
-    absl::StatusOr<IpcHandle> handle = cache_->ExportStable("ring0", 0, 4096);
+    absl::StatusOr<IpcHandle> handle =
+        gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
     ASSERT_TRUE(handle.ok()) << handle.status();
     if (i == 0) {
       first = *handle;
@@ -131,8 +133,8 @@ TEST_F(CacheIpcTest, ThousandExportImportRoundsCostOneHandleAndOneOpen) {
     ASSERT_EQ(peer->Ask(absl::StrCat("import ", Wire(*handle))), "ok 7");
   }
   EXPECT_EQ(sim_.calls(SimOp::kIpcGetHandle), 1);
-  EXPECT_EQ(cache_->GetIpcStats().exports, 1);
-  EXPECT_EQ(cache_->GetIpcStats().export_calls, 1000);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().exports, 1);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().export_calls, 1000);
   // exports opens closes hits mappings leases waiting
   EXPECT_EQ(peer->Ask("stats"), "0 1 0 999 1 1000 0");
   EXPECT_EQ(peer->Ask("sim"), "0 1 0 0 0");
@@ -150,23 +152,26 @@ TEST_F(CacheIpcTest, ThousandExportImportRoundsCostOneHandleAndOneOpen) {
 // MPICH issues 7947 and 7977: evicting an entry still in use corrupted data.
 TEST_F(CacheIpcTest, GrowthMakesANewVersionAndKeepsTheOldUntilUnmapped) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
-  absl::StatusOr<IpcHandle> v1 = cache_->ExportStable("ring0", 0, 4096);
+  absl::StatusOr<IpcHandle> v1 =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
   ASSERT_TRUE(v1.ok()) << v1.status();
-  void* old_ptr = *cache_->AcquireStable("ring0", 0, 4096);
+  void* old_ptr = *gpupool::StableBuffers(*cache_).Acquire("ring0", 0, 4096);
   std::memset(sim_.ExportedBytes(old_ptr), 1, 4096);
   ASSERT_EQ(peer->Ask(absl::StrCat("import ", Wire(*v1))), "ok 1");
 
   const int64_t frees_before = sim_.calls(SimOp::kFree);
-  absl::StatusOr<IpcHandle> v2 = cache_->ExportStable("ring0", 0, 1 << 20);
+  absl::StatusOr<IpcHandle> v2 =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 1 << 20);
   ASSERT_TRUE(v2.ok()) << v2.status();
   EXPECT_NE(v2->version, v1->version);
   EXPECT_NE(v2->runtime, v1->runtime);
   EXPECT_EQ(v2->buffer_id, v1->buffer_id);
   EXPECT_EQ(sim_.calls(SimOp::kIpcGetHandle), 2);
   // The old version is still mapped by the peer: not freed, waiting.
-  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 1);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 1);
   EXPECT_EQ(sim_.calls(SimOp::kFree), frees_before);
-  std::memset(sim_.ExportedBytes(*cache_->AcquireStable("ring0", 0, 1 << 20)),
+  std::memset(sim_.ExportedBytes(*gpupool::StableBuffers(*cache_).Acquire(
+                  "ring0", 0, 1 << 20)),
               2, 1 << 20);
 
   ASSERT_EQ(peer->Ask(absl::StrCat("import ", Wire(*v2))), "ok 2");
@@ -179,7 +184,7 @@ TEST_F(CacheIpcTest, GrowthMakesANewVersionAndKeepsTheOldUntilUnmapped) {
   EXPECT_EQ(peer->Ask("stats"), "0 2 1 0 1 0 0");
   // Unmapped: the exporter frees the old version at its next export or trim.
   EXPECT_TRUE(cache_->Trim().ok());
-  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 0);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 0);
   EXPECT_EQ(sim_.calls(SimOp::kFree), frees_before + 1);
   peer->Send("quit");
   EXPECT_EQ(peer->Wait(), 0);
@@ -193,7 +198,8 @@ TEST_F(CacheIpcTest, SameCallsOnTwoRanksReallocateAtTheSameStep) {
   int local_versions = 0;
   int peer_versions = 0;
   for (size_t bytes : {4096, 2048, 8192, 8192, 65536, 1024}) {
-    absl::StatusOr<IpcHandle> mine = cache_->ExportStable("ring0", 0, bytes);
+    absl::StatusOr<IpcHandle> mine =
+        gpupool::StableBuffers(*cache_).Export("ring0", 0, bytes);
     ASSERT_TRUE(mine.ok()) << mine.status();
     const IpcHandle theirs =
         FromWire(peer->Ask(absl::StrCat("export ring0 ", bytes, " 5")));
@@ -218,14 +224,15 @@ TEST_F(CacheIpcTest, StaleHandlesAreNotFoundNeverAMapping) {
   // Released by the exporter before anyone mapped it.
   const IpcHandle released = FromWire(peer->Ask("export gone 4096 3"));
   EXPECT_EQ(peer->Ask("release gone"), "ok");
-  absl::StatusOr<ImportedBuffer> lease = cache_->Import(released, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(released, 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kNotFound)
       << lease.status();
   // The exporter exited.
   const IpcHandle orphan = FromWire(peer->Ask("export ring0 4096 3"));
   peer->Send("quit");
   EXPECT_EQ(peer->Wait(), 0);
-  lease = cache_->Import(orphan, 0);
+  lease = gpupool::StableBuffers(*cache_).Import(orphan, 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kNotFound)
       << lease.status();
   EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 0);
@@ -239,19 +246,20 @@ TEST_F(CacheIpcTest, ForgedHandlesAreInvalidArguments) {
   forged.runtime.bytes[20] ^= 0x55;  // a well-formed wire, forged runtime bytes
   absl::StatusOr<IpcHandle> parsed = IpcHandle::Parse(forged.Serialize());
   ASSERT_TRUE(parsed.ok());
-  absl::StatusOr<ImportedBuffer> lease = cache_->Import(*parsed, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(*parsed, 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument)
       << lease.status();
   EXPECT_EQ(sim_.ipc_maps(), 0);
   // The failed open released its pin: the real handle still opens.
-  lease = cache_->Import(real, 0);
+  lease = gpupool::StableBuffers(*cache_).Import(real, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 3);
   // Forged bytes for the version already mapped never replace the mapping.
-  EXPECT_EQ(cache_->Import(*parsed, 0).status().code(),
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).Import(*parsed, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(cache_->GetIpcStats().mappings_live, 1);
-  EXPECT_EQ(cache_->GetIpcStats().closes, 0);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().mappings_live, 1);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().closes, 0);
   lease->Release();
   EXPECT_TRUE(cache_->Trim().ok());  // unmapped before the exporter goes
   peer->Send("quit");
@@ -263,11 +271,12 @@ TEST_F(CacheIpcTest, RuntimeFailuresLeaveNothingBehindAndRetriesWork) {
   sim_.FailNext(SimOp::kIpcGetHandle,
                 FaultError(Fault::kResource, absl::StatusCode::kInternal,
                            "injected GetIpcHandle failure"));
-  EXPECT_EQ(cache_->ExportStable("ring0", 0, 4096).status().code(),
-            absl::StatusCode::kInternal);
-  EXPECT_EQ(cache_->GetIpcStats().exports, 0);
-  EXPECT_TRUE(cache_->ExportStable("ring0", 0, 4096).ok());
-  EXPECT_EQ(cache_->GetIpcStats().exports, 1);
+  EXPECT_EQ(
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096).status().code(),
+      absl::StatusCode::kInternal);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().exports, 0);
+  EXPECT_TRUE(gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096).ok());
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().exports, 1);
 
   // A failed open: the error, the pin released, no mapping; a retry opens.
   std::unique_ptr<PeerProcess> peer = StartPeer();
@@ -276,15 +285,16 @@ TEST_F(CacheIpcTest, RuntimeFailuresLeaveNothingBehindAndRetriesWork) {
       SimOp::kIpcOpenHandle,
       FaultError(Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
                  "injected OpenIpcHandle failure"));
-  EXPECT_EQ(cache_->Import(handle, 0).status().code(),
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).Import(handle, 0).status().code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(cache_->GetIpcStats().mappings_live, 0);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().mappings_live, 0);
   EXPECT_EQ(peer->Ask("release ring0"), "ok");  // unpinned: freed at once
   EXPECT_EQ(peer->Ask("stats"), "1 0 0 0 0 0 0");
-  EXPECT_EQ(cache_->Import(handle, 0).status().code(),
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).Import(handle, 0).status().code(),
             absl::StatusCode::kNotFound);  // and now stale
   const IpcHandle again = FromWire(peer->Ask("export ring0 4096 5"));
-  absl::StatusOr<ImportedBuffer> lease = cache_->Import(again, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(again, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 5);
   lease->Release();
@@ -294,21 +304,24 @@ TEST_F(CacheIpcTest, RuntimeFailuresLeaveNothingBehindAndRetriesWork) {
 }
 
 TEST_F(CacheIpcTest, ImportingOwnHandleReturnsTheLocalBuffer) {
-  absl::StatusOr<IpcHandle> handle = cache_->ExportStable("ring0", 0, 4096);
+  absl::StatusOr<IpcHandle> handle =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
   ASSERT_TRUE(handle.ok()) << handle.status();
-  absl::StatusOr<ImportedBuffer> lease = cache_->Import(*handle, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(*handle, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_TRUE(lease->local());
-  EXPECT_EQ(lease->data(), *cache_->AcquireStable("ring0", 0, 4096));
+  EXPECT_EQ(lease->data(),
+            *gpupool::StableBuffers(*cache_).Acquire("ring0", 0, 4096));
   EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 0);
-  EXPECT_EQ(cache_->GetIpcStats().local_imports, 1);
-  EXPECT_EQ(cache_->GetIpcStats().import_leases, 1);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().local_imports, 1);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().import_leases, 1);
   lease->Release();
-  EXPECT_EQ(cache_->GetIpcStats().import_leases, 0);
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().import_leases, 0);
 
   // Another cache of this process: the runtime would refuse the open.
   AllocationCache other(sim_, events_);
-  EXPECT_EQ(other.Import(*handle, 0).status().code(),
+  EXPECT_EQ(gpupool::StableBuffers(other).Import(*handle, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -319,7 +332,8 @@ TEST_F(CacheIpcTest, EightThreadsImportingOneHandleOpenItOnce) {
   std::vector<ImportedBuffer> leases(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      absl::StatusOr<ImportedBuffer> lease = cache_->Import(handle, 0);
+      absl::StatusOr<ImportedBuffer> lease =
+          gpupool::StableBuffers(*cache_).Import(handle, 0);
       if (lease.ok()) leases[t] = *std::move(lease);
     });
   }
@@ -329,7 +343,7 @@ TEST_F(CacheIpcTest, EightThreadsImportingOneHandleOpenItOnce) {
     EXPECT_EQ(*static_cast<unsigned char*>(lease.data()), 9);
   }
   EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 1);
-  const IpcStats stats = cache_->GetIpcStats();
+  const IpcStats stats = gpupool::StableBuffers(*cache_).GetIpcStats();
   EXPECT_EQ(stats.opens, 1);
   EXPECT_EQ(stats.import_hits, 7);
   EXPECT_EQ(stats.import_leases, 8);
@@ -351,17 +365,18 @@ TEST_F(CacheIpcTest, APoisonedDeviceDropsItsMappingsWithoutARuntimeCall) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
   const IpcHandle handle = FromWire(peer->Ask("export ring0 4096 9"));
   {
-    absl::StatusOr<ImportedBuffer> lease = cache_->Import(handle, 0);
+    absl::StatusOr<ImportedBuffer> lease =
+        gpupool::StableBuffers(*cache_).Import(handle, 0);
     ASSERT_TRUE(lease.ok()) << lease.status();
   }
   // A sticky error seen by any pool sharing the cache's health.
   const absl::Status sticky = absl::InternalError("cudaErrorIllegalAddress");
   sim_.PoisonDevice(0, sticky);
   cache_->health()->Poison(0, sticky);
-  EXPECT_EQ(cache_->Import(handle, 0).status().code(),
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).Import(handle, 0).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(sim_.calls(SimOp::kIpcCloseHandle), 0);
-  const IpcStats stats = cache_->GetIpcStats();
+  const IpcStats stats = gpupool::StableBuffers(*cache_).GetIpcStats();
   EXPECT_EQ(stats.dropped, 1);
   EXPECT_EQ(stats.mappings_live, 0);
   // The dropped mapping keeps its pin: the exporter keeps the version rather

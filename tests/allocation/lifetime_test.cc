@@ -1,6 +1,8 @@
 // The AllocationCache over the process lifetime on SimBackend: bad input,
 // poisoning, releases after the cache is gone, exit and fork.
 
+#include "gpupool/event_pool.h"
+#include "gpupool/stable_buffers.h"
 #include "tests/allocation/sim_fixture.h"
 
 namespace gpupool {
@@ -90,7 +92,7 @@ TEST_F(AllocationCacheSimTest, StickyErrorPoisonsAndLaterDropsNeedNoCalls) {
     ASSERT_THAT(pending, IsOk());
     sim_.SubmitWork(a, absl::InfiniteDuration());
   }  // cached with a pending event
-  ASSERT_THAT(cache->AcquireStable("ipc", 0, kMiB), IsOk());
+  ASSERT_THAT(gpupool::StableBuffers(*cache).Acquire("ipc", 0, kMiB), IsOk());
 
   sim_.PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
   // A new class reaches the runtime, which reports the sticky error.
@@ -103,7 +105,7 @@ TEST_F(AllocationCacheSimTest, StickyErrorPoisonsAndLaterDropsNeedNoCalls) {
   EXPECT_THAT(cache->Allocate(0, 4096),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("cudaErrorIllegalAddress")));
-  EXPECT_THAT(cache->AcquireStable("ipc", 0, kMiB),
+  EXPECT_THAT(gpupool::StableBuffers(*cache).Acquire("ipc", 0, kMiB),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   outstanding->Release();
   EXPECT_THAT(cache->Trim(0), IsOk());
@@ -187,7 +189,7 @@ int ExitSequenceChild() {
   absl::StatusOr<PooledAllocation> outstanding = cache.Allocate(0, 8192);
   if (!outstanding.ok()) return 10;
   if (!cache.Allocate(0, 4096).ok()) return 11;  // cached
-  if (!cache.AcquireStable("ipc", 0, 4096).ok()) return 12;
+  if (!gpupool::StableBuffers(cache).Acquire("ipc", 0, 4096).ok()) return 12;
   internal::RunExitSequenceForTesting();
   if (sim.allocations_freed() != 2) return 13;  // cached + stable
   const int64_t calls = sim.total_calls();
@@ -220,7 +222,7 @@ TEST_F(AllocationCacheSimTest, ForkedChildRefusesAndLeaksWithoutCalls) {
     if (refused.status().message().find("fork") == absl::string_view::npos) {
       return 2;
     }
-    if (cache->AcquireStable("x", 0, 1).status().code() !=
+    if (gpupool::StableBuffers(*cache).Acquire("x", 0, 1).status().code() !=
         absl::StatusCode::kFailedPrecondition) {
       return 3;
     }

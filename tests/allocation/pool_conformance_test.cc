@@ -504,7 +504,7 @@ TEST_P(PoolConformanceTest, BoundedPoolRefusesWithResourceExhausted) {
   if (is_allocation()) {
     REQUIRE_SIM();
     // The cache's bound is the device's memory.
-    sim_->SetMemoryLimit(0, 2 * AllocationCache::RoundedSize(kBytes));
+    sim_->SetMemoryLimit(0, 2 * RoundedAllocationSize(kBytes));
   }
   PoolUnderTest& pool = MakePool(options);
   std::unique_ptr<LeaseUnderTest> a = MustAcquire();

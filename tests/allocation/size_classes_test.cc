@@ -75,7 +75,7 @@ TEST(SizeClassesTest, TableOfSizesFromOneByteToOneGiB) {
   };
   for (const Case& c : cases) {
     EXPECT_EQ(RoundUpToSizeClass(c.bytes), c.rounded) << c.bytes;
-    EXPECT_EQ(AllocationCache::RoundedSize(c.bytes), c.rounded) << c.bytes;
+    EXPECT_EQ(RoundedAllocationSize(c.bytes), c.rounded) << c.bytes;
     ExpectWithinBound(c.bytes);
   }
 }

@@ -1,5 +1,6 @@
-// Stable buffers of the AllocationCache (AcquireStable) on SimBackend.
+// Stable buffers of the AllocationCache (StableBuffers::Acquire) on SimBackend.
 
+#include "gpupool/stable_buffers.h"
 #include "tests/allocation/sim_fixture.h"
 
 namespace gpupool {
@@ -12,7 +13,7 @@ using ::testing::HasSubstr;
 // The stable buffer's address, or nullptr on error.
 void* Stable(AllocationCache& cache, absl::string_view name, int device,
              size_t bytes) {
-  absl::StatusOr<void*> ptr = cache.AcquireStable(
+  absl::StatusOr<void*> ptr = gpupool::StableBuffers(cache).Acquire(
       std::string_view(name.data(), name.size()), device, bytes);
   EXPECT_THAT(ptr, IsOk());
   return ptr.ok() ? *ptr : nullptr;
@@ -20,10 +21,12 @@ void* Stable(AllocationCache& cache, absl::string_view name, int device,
 
 TEST_F(AllocationCacheSimTest, StableBuffersKeepTheirAddress) {
   auto cache = NewCache();
-  absl::StatusOr<void*> first = cache->AcquireStable("nccl-buffer", 0, kMiB);
+  absl::StatusOr<void*> first =
+      gpupool::StableBuffers(*cache).Acquire("nccl-buffer", 0, kMiB);
   ASSERT_THAT(first, IsOk());
   for (int i = 0; i < 100; ++i) {
-    absl::StatusOr<void*> again = cache->AcquireStable("nccl-buffer", 0, kMiB);
+    absl::StatusOr<void*> again =
+        gpupool::StableBuffers(*cache).Acquire("nccl-buffer", 0, kMiB);
     ASSERT_THAT(again, IsOk());
     ASSERT_EQ(*again, *first);
   }
@@ -31,8 +34,9 @@ TEST_F(AllocationCacheSimTest, StableBuffersKeepTheirAddress) {
   EXPECT_EQ(Stable(*cache, "nccl-buffer", 0, 4096), *first);
   // Another device or another name: another buffer.
   absl::StatusOr<void*> other_device =
-      cache->AcquireStable("nccl-buffer", 1, kMiB);
-  absl::StatusOr<void*> other_name = cache->AcquireStable("scratch", 0, kMiB);
+      gpupool::StableBuffers(*cache).Acquire("nccl-buffer", 1, kMiB);
+  absl::StatusOr<void*> other_name =
+      gpupool::StableBuffers(*cache).Acquire("scratch", 0, kMiB);
   ASSERT_THAT(other_device, IsOk());
   ASSERT_THAT(other_name, IsOk());
   EXPECT_NE(*other_device, *first);
@@ -42,7 +46,7 @@ TEST_F(AllocationCacheSimTest, StableBuffersKeepTheirAddress) {
 
   // Growing moves it, frees the old one, and says so.
   absl::StatusOr<void*> grown =
-      cache->AcquireStable("nccl-buffer", 0, 2 * kMiB);
+      gpupool::StableBuffers(*cache).Acquire("nccl-buffer", 0, 2 * kMiB);
   ASSERT_THAT(grown, IsOk());
   EXPECT_NE(*grown, *first);
   AllocationCacheStats stats = cache->GetStats(0);
@@ -56,12 +60,12 @@ TEST_F(AllocationCacheSimTest, StableBuffersKeepTheirAddress) {
   EXPECT_EQ(Stable(*cache, "nccl-buffer", 0, kMiB), *grown);
   EXPECT_EQ(cache->GetStats(0).stable_allocations, 2);
 
-  EXPECT_THAT(cache->ReleaseStable("scratch", 0), IsOk());
-  EXPECT_THAT(cache->ReleaseStable("scratch", 0),
+  EXPECT_THAT(gpupool::StableBuffers(*cache).Release("scratch", 0), IsOk());
+  EXPECT_THAT(gpupool::StableBuffers(*cache).Release("scratch", 0),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("scratch")));
-  EXPECT_THAT(cache->AcquireStable("x", 0, 0),
+  EXPECT_THAT(gpupool::StableBuffers(*cache).Acquire("x", 0, 0),
               StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(cache->AcquireStable("x", 5, 1),
+  EXPECT_THAT(gpupool::StableBuffers(*cache).Acquire("x", 5, 1),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -72,7 +76,8 @@ TEST_F(AllocationCacheSimTest, ConcurrentStableCallersAgreeOnOneBuffer) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i) {
-        absl::StatusOr<void*> ptr = cache->AcquireStable("shared", 1, 8192);
+        absl::StatusOr<void*> ptr =
+            gpupool::StableBuffers(*cache).Acquire("shared", 1, 8192);
         ASSERT_THAT(ptr, IsOk());
         if (i == 0) seen[t] = *ptr;
         ASSERT_EQ(*ptr, seen[t]);
@@ -89,8 +94,9 @@ TEST_F(AllocationCacheSimTest, FailedGrowthKeepsTheOldBuffer) {
   void* first = Stable(*cache, "ipc", 0, kMiB);
   ASSERT_NE(first, nullptr);
   // Larger than the device (80 GiB): the new buffer cannot be had.
-  EXPECT_THAT(cache->AcquireStable("ipc", 0, size_t{81} << 30),
-              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(
+      gpupool::StableBuffers(*cache).Acquire("ipc", 0, size_t{81} << 30),
+      StatusIs(absl::StatusCode::kResourceExhausted));
   // The name still holds its old buffer, at its old address.
   AllocationCacheStats stats = cache->GetStats(0);
   EXPECT_EQ(stats.stable_allocations, 1);

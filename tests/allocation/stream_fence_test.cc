@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "gpupool/event_pool.h"
 #include "tests/allocation/sim_fixture.h"
 
 namespace gpupool {

@@ -43,6 +43,18 @@ gpupool_fake::State& Fake() {
       "gpupool_fake_runtime_state")();
 }
 
+// The fake is built beside the test: a binary copied elsewhere without it
+// fails here, naming the file, instead of crashing in a helper.
+class FakeRuntimeEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    ASSERT_NE(dlopen(kFake, RTLD_NOW | RTLD_LOCAL), nullptr)
+        << "the stand-in runtime this test loads is missing: " << dlerror();
+  }
+};
+::testing::Environment* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new FakeRuntimeEnvironment);
+
 class FakeRuntimeHarness : public MadeBackendHarness {
  public:
   FakeRuntimeHarness() : MadeBackendHarness(MakeOverTheFake()) {}

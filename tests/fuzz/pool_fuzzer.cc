@@ -58,6 +58,7 @@
 #include "gpupool/ipc_handle.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 #include "tests/util/checking_backend.h"
 
@@ -270,8 +271,8 @@ class Session {
     return nullptr;
   }
 
-  // The model of the stable buffer `name` after AcquireStable (or
-  // ExportStable) returned `ptr` for `bytes`.
+  // The model of the stable buffer `name` after StableBuffers::Acquire (or
+  // StableBuffers::Export) returned `ptr` for `bytes`.
   void ModelStable(const std::string& name, int device, size_t bytes,
                    void* ptr) {
     auto it = stable_.find({name, device});
@@ -279,10 +280,9 @@ class Session {
       FUZZ_CHECK(ptr == it->second.ptr, "a stable buffer moved");
       return;
     }
-    stable_[{name, device}] =
-        Stable{ptr, bytes <= max_cached_block_bytes_
-                        ? AllocationCache::RoundedSize(bytes)
-                        : bytes};
+    stable_[{name, device}] = Stable{ptr, bytes <= max_cached_block_bytes_
+                                              ? RoundedAllocationSize(bytes)
+                                              : bytes};
   }
 
   void ReleaseLease(PooledAllocation& lease) {
@@ -624,10 +624,10 @@ class Session {
           const size_t bytes =
               input_.ConsumeIntegralInRange<size_t>(0, 1 << 21);
           absl::StatusOr<void*> ptr =
-              cache_->AcquireStable(name, device, bytes);
+              gpupool::StableBuffers(*cache_).Acquire(name, device, bytes);
           if (device >= kDevices || bytes == 0 ||
               (device < kDevices && health_->is_poisoned(device))) {
-            FUZZ_CHECK(!ptr.ok(), "AcquireStable accepted bad input");
+            FUZZ_CHECK(!ptr.ok(), "StableBuffers::Acquire accepted bad input");
             return;
           }
           // A failed grow keeps the old buffer under the name (the new one
@@ -635,12 +635,13 @@ class Session {
           if (!ptr.ok()) return;
           ModelStable(name, device, bytes, *ptr);
         } else {
-          absl::Status status = cache_->ReleaseStable(name, device);
+          absl::Status status =
+              gpupool::StableBuffers(*cache_).Release(name, device);
           const bool known = stable_.erase({name, device}) > 0;
           if (device < kDevices && !health_->is_poisoned(device) && !known) {
-            FUZZ_CHECK(
-                status.code() == absl::StatusCode::kNotFound,
-                absl::StrCat("ReleaseStable of nothing: ", status.ToString()));
+            FUZZ_CHECK(status.code() == absl::StatusCode::kNotFound,
+                       absl::StrCat("StableBuffers::Release of nothing: ",
+                                    status.ToString()));
           }
         }
         return;
@@ -703,14 +704,15 @@ class Session {
       const int device = PickDevice();
       if (graph_models_.size() >= kMaxGraphPools) return;
       const bool poisoned = device < kDevices && health_->is_poisoned(device);
-      absl::StatusOr<GraphPool> pool = cache_->NewGraphPool(device);
+      absl::StatusOr<GraphPool> pool =
+          gpupool::GraphPool::Create(*cache_, device);
       if (device >= kDevices || poisoned) {
         FUZZ_CHECK(!pool.ok(), "a graph pool on an unusable device");
-        CheckRefusal(device, pool.status(), "NewGraphPool");
+        CheckRefusal(device, pool.status(), "GraphPool::Create");
         return;
       }
       FUZZ_CHECK(pool.ok(),
-                 absl::StrCat("NewGraphPool: ", pool.status().ToString()));
+                 absl::StrCat("GraphPool::Create: ", pool.status().ToString()));
       graph_models_.push_back(GraphModel{*std::move(pool)});
       return;
     }
@@ -747,10 +749,10 @@ class Session {
         if (stream == nullptr) return;
         const bool poisoned = health_->is_poisoned(device);
         absl::StatusOr<CaptureScope> scope =
-            cache_->BeginCaptureScope(model->pool, stream);
+            (model->pool, stream).BeginCapture();
         if (poisoned) {
           FUZZ_CHECK(!scope.ok(), "a capture scope on a poisoned device");
-          CheckRefusal(device, scope.status(), "BeginCaptureScope");
+          CheckRefusal(device, scope.status(), "GraphPool::BeginCapture");
           return;
         }
         if (!scope.ok()) return;  // an injected fault
@@ -828,14 +830,15 @@ class Session {
         const size_t bytes = input_.ConsumeIntegralInRange<size_t>(0, 1 << 21);
         const bool poisoned = device < kDevices && health_->is_poisoned(device);
         absl::StatusOr<IpcHandle> handle =
-            cache_->ExportStable(name, device, bytes);
+            gpupool::StableBuffers(*cache_).Export(name, device, bytes);
         if (device >= kDevices || bytes == 0 || poisoned) {
-          FUZZ_CHECK(!handle.ok(), "ExportStable accepted bad input");
-          CheckRefusal(device, handle.status(), "ExportStable");
+          FUZZ_CHECK(!handle.ok(), "StableBuffers::Export accepted bad input");
+          CheckRefusal(device, handle.status(), "StableBuffers::Export");
           return;
         }
         // The buffer may have moved even when the export failed.
-        absl::StatusOr<void*> ptr = cache_->AcquireStable(name, device, bytes);
+        absl::StatusOr<void*> ptr =
+            gpupool::StableBuffers(*cache_).Acquire(name, device, bytes);
         if (ptr.ok()) ModelStable(name, device, bytes, *ptr);
         if (!handle.ok() || !ptr.ok()) return;  // injected faults
         FUZZ_CHECK(handle->device == device && handle->bytes == bytes,
@@ -844,7 +847,7 @@ class Session {
         handles_.push_back(*handle);
         if (imports_.size() >= kMaxImports) return;
         absl::StatusOr<ImportedBuffer> imported =
-            cache_->Import(*handle, device);
+            gpupool::StableBuffers(*cache_).Import(*handle, device);
         FUZZ_CHECK(imported.ok() && imported->local() &&
                        imported->data() == *ptr && imported->size() == bytes,
                    absl::StrCat("Import of our own export: ",
@@ -859,7 +862,7 @@ class Session {
             handles_[input_.ConsumeIntegralInRange<size_t>(
                 0, handles_.size() - 1)];
         absl::StatusOr<ImportedBuffer> imported =
-            cache_->Import(handle, handle.device);
+            gpupool::StableBuffers(*cache_).Import(handle, handle.device);
         if (!imported.ok()) {
           FUZZ_CHECK(imported.status().code() == absl::StatusCode::kNotFound ||
                          imported.status().code() ==
@@ -957,7 +960,7 @@ class Session {
     FUZZ_CHECK(!graph_models_.empty() || (cache.blocks_in_graph_pools == 0 &&
                                           cache.bytes_in_graph_pools == 0),
                "blocks in graph pools with every pool released");
-    const IpcStats ipc = cache_->GetIpcStats();
+    const IpcStats ipc = gpupool::StableBuffers(*cache_).GetIpcStats();
     FUZZ_CHECK(ipc.opens == 0 && ipc.closes == 0 && ipc.mappings_live == 0,
                absl::StrCat("a mapping in one process: ", ipc.ToString()));
     FUZZ_CHECK(

@@ -61,13 +61,12 @@ TEST(GraphPoolGpuTest, ReplaysKeepTheirMemoryBesideEagerWork) {
   ASSERT_EQ(LaunchFill(capture_stream, out, kCount, 0), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(capture_stream), cudaSuccess);
 
-  absl::StatusOr<GraphPool> pool = cache.NewGraphPool(0);
+  absl::StatusOr<GraphPool> pool = gpupool::GraphPool::Create(cache, 0);
   ASSERT_TRUE(pool.ok()) << pool.status();
   cudaGraph_t graph = nullptr;
   const void* scratch_address = nullptr;
   {
-    absl::StatusOr<CaptureScope> scope =
-        cache.BeginCaptureScope(*pool, capture->get());
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture->get());
     ASSERT_TRUE(scope.ok()) << scope.status();
     ASSERT_EQ(
         cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeGlobal),

@@ -1,7 +1,8 @@
 // The exporting process of ipc_gpu_test.cc: an AllocationCache over the CUDA
 // backend, driven one command per line on stdin, one answer per line.
 //
-//   export NAME BYTES FILL   ExportStable, cudaMemset the buffer to FILL,
+//   export NAME BYTES FILL   StableBuffers::Export, cudaMemset the buffer to
+//   FILL,
 //                            synchronize -> HANDLE (hex) | err MESSAGE
 //   quit
 
@@ -16,6 +17,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
+#include "gpupool/stable_buffers.h"
 
 int main() {
   absl::StatusOr<std::unique_ptr<gpupool::Backend>> backend =
@@ -34,8 +36,9 @@ int main() {
       int fill = 0;
       std::cin >> name >> bytes >> fill;
       absl::StatusOr<gpupool::IpcHandle> handle =
-          cache.ExportStable(name, 0, bytes);
-      absl::StatusOr<void*> ptr = cache.AcquireStable(name, 0, bytes);
+          gpupool::StableBuffers(cache).Export(name, 0, bytes);
+      absl::StatusOr<void*> ptr =
+          gpupool::StableBuffers(cache).Acquire(name, 0, bytes);
       if (!handle.ok() || !ptr.ok() ||
           cudaMemset(*ptr, fill, bytes) != cudaSuccess ||
           cudaDeviceSynchronize() != cudaSuccess) {

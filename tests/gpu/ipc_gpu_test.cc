@@ -19,6 +19,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
+#include "gpupool/stable_buffers.h"
 #include "gtest/gtest.h"
 #include "tests/util/peer_process.h"
 
@@ -54,33 +55,37 @@ TEST(CudaIpcTest, TwoProcessesShareAStableBufferAndItsGrowth) {
   EventPool events(**backend);
   AllocationCache cache(**backend, events);
   {
-    absl::StatusOr<ImportedBuffer> lease = cache.Import(*v1, 0);
+    absl::StatusOr<ImportedBuffer> lease =
+        gpupool::StableBuffers(cache).Import(*v1, 0);
     ASSERT_TRUE(lease.ok()) << lease.status();
     const std::vector<unsigned char> bytes = CopyBack(*lease);
     EXPECT_EQ(bytes.front(), 90);
     EXPECT_EQ(bytes.back(), 90);
-    absl::StatusOr<ImportedBuffer> again = cache.Import(*v1, 0);
+    absl::StatusOr<ImportedBuffer> again =
+        gpupool::StableBuffers(cache).Import(*v1, 0);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->data(), lease->data());
-    EXPECT_EQ(cache.GetIpcStats().opens, 1);
+    EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().opens, 1);
   }
   // Growth: a new version with new bytes; the old mapping closes.
   absl::StatusOr<IpcHandle> v2 = Ask(peer, "export ring 8388608 51");
   ASSERT_TRUE(v2.ok()) << v2.status();
   EXPECT_NE(v2->version, v1->version);
   {
-    absl::StatusOr<ImportedBuffer> lease = cache.Import(*v2, 0);
+    absl::StatusOr<ImportedBuffer> lease =
+        gpupool::StableBuffers(cache).Import(*v2, 0);
     ASSERT_TRUE(lease.ok()) << lease.status();
     const std::vector<unsigned char> bytes = CopyBack(*lease);
     EXPECT_EQ(bytes.front(), 51);
     EXPECT_EQ(bytes.back(), 51);
   }
-  EXPECT_EQ(cache.Import(*v1, 0).status().code(), absl::StatusCode::kNotFound);
-  const IpcStats stats = cache.GetIpcStats();
+  EXPECT_EQ(gpupool::StableBuffers(cache).Import(*v1, 0).status().code(),
+            absl::StatusCode::kNotFound);
+  const IpcStats stats = gpupool::StableBuffers(cache).GetIpcStats();
   EXPECT_EQ(stats.opens, 2);
   EXPECT_EQ(stats.closes, 1);
   EXPECT_TRUE(cache.Trim().ok());
-  EXPECT_EQ(cache.GetIpcStats().closes, 2);
+  EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().closes, 2);
   peer.Send("quit");
   EXPECT_EQ(peer.Wait(), 0);
 }

@@ -1,6 +1,8 @@
 # Fails when an #include in src/ or include/gpupool/ runs against the
 # layering (docs/design.md, "Layers"): a layer may include its own headers
-# and those of the layers below it, never one above.
+# and those of the layers below it, never one above. The allocation core's
+# rooms (graph/, ipc/) sit above the core: the core includes neither, they
+# include the core, and neither includes the other.
 #
 #   cmake -DROOT=<source tree> -P check_layering.cmake
 #
@@ -20,6 +22,8 @@ function(layer_of path out)
     set(layer public)
   elseif(path MATCHES "^src/backends/")
     set(layer backends)
+  elseif(path MATCHES "^src/allocation/(graph|ipc)/")
+    set(layer allocation_${CMAKE_MATCH_1})
   elseif(path MATCHES "^src/([a-z_]+)/")
     set(layer ${CMAKE_MATCH_1})
   endif()
@@ -33,10 +37,14 @@ set(allowed_backends base backends)
 set(allowed_kernel base kernel)
 set(allowed_pools base kernel pools)
 set(allowed_allocation base kernel pools allocation)
-set(allowed_process base kernel pools allocation backends process)
-set(allowed_testing base kernel pools allocation backends process testing)
-set(allowed_preload base kernel pools allocation backends process preload)
-set(known_layers public base backends kernel pools allocation process testing preload)
+set(allowed_allocation_graph base kernel pools allocation allocation_graph)
+set(allowed_allocation_ipc base kernel pools allocation allocation_ipc)
+set(rooms allocation allocation_graph allocation_ipc)
+set(allowed_process base kernel pools ${rooms} backends process)
+set(allowed_testing base kernel pools ${rooms} backends process testing)
+set(allowed_preload base kernel pools ${rooms} backends process preload)
+set(known_layers public base backends kernel pools ${rooms} process testing
+    preload)
 
 file(GLOB_RECURSE files RELATIVE "${ROOT}"
      "${ROOT}/src/*.h" "${ROOT}/src/*.cc" "${ROOT}/include/gpupool/*.h")

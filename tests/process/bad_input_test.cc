@@ -28,6 +28,7 @@
 #include "gpupool/pools.h"
 #include "gpupool/prewarm.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "tests/util/test_util.h"
@@ -244,7 +245,7 @@ TEST_F(BadInputTest, ABackendWithoutDevicesFailsEveryAcquireWithItsStatus) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(cache.Allocate(0, 64),
               StatusIs(absl::StatusCode::kFailedPrecondition));
-  EXPECT_THAT(cache.AcquireStable("x", 0, 64),
+  EXPECT_THAT(gpupool::StableBuffers(cache).Acquire("x", 0, 64),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(cache.Trim(), StatusIs(absl::StatusCode::kFailedPrecondition));
   streams.Trim();
@@ -271,9 +272,9 @@ TEST_F(BadAllocationTest, OutOfRangeDevicesAndZeroSizesAreInvalidArgument) {
     EXPECT_THAT(cache_.Allocate(device, 64),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("out of range")));
-    EXPECT_THAT(cache_.AcquireStable("x", device, 64),
+    EXPECT_THAT(gpupool::StableBuffers(cache_).Acquire("x", device, 64),
                 StatusIs(absl::StatusCode::kInvalidArgument));
-    EXPECT_THAT(cache_.ReleaseStable("x", device),
+    EXPECT_THAT(gpupool::StableBuffers(cache_).Release("x", device),
                 StatusIs(absl::StatusCode::kInvalidArgument));
     EXPECT_THAT(cache_.Trim(device),
                 StatusIs(absl::StatusCode::kInvalidArgument));
@@ -283,7 +284,7 @@ TEST_F(BadAllocationTest, OutOfRangeDevicesAndZeroSizesAreInvalidArgument) {
   EXPECT_THAT(cache_.Allocate(0, 0),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("bytes must be > 0")));
-  EXPECT_THAT(cache_.AcquireStable("x", 0, 0),
+  EXPECT_THAT(gpupool::StableBuffers(cache_).Acquire("x", 0, 0),
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(
       cache_.Allocate(0, 64, static_cast<MemoryKind>(7)),
@@ -306,7 +307,7 @@ TEST_F(BadAllocationTest, HugeSizesAreResourceExhaustedWithNumbers) {
         StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("requested")));
     EXPECT_THAT(cache_.Allocate(0, bytes, MemoryKind::kPinnedHost),
                 StatusIs(absl::StatusCode::kResourceExhausted));
-    EXPECT_THAT(cache_.AcquireStable("huge", 0, bytes),
+    EXPECT_THAT(gpupool::StableBuffers(cache_).Acquire("huge", 0, bytes),
                 StatusIs(absl::StatusCode::kResourceExhausted));
   }
   // Larger than the device: its cache was not trimmed for nothing (pinned
@@ -318,26 +319,28 @@ TEST_F(BadAllocationTest, HugeSizesAreResourceExhaustedWithNumbers) {
 }
 
 TEST_F(BadAllocationTest, RoundedSizeIsDefinedForEverySize) {
-  EXPECT_EQ(AllocationCache::RoundedSize(0), 512u);
-  EXPECT_EQ(AllocationCache::RoundedSize(1), 512u);
+  EXPECT_EQ(RoundedAllocationSize(0), 512u);
+  EXPECT_EQ(RoundedAllocationSize(1), 512u);
   const size_t max = std::numeric_limits<size_t>::max();
-  EXPECT_EQ(AllocationCache::RoundedSize(max), max);  // beyond every class
-  EXPECT_GE(AllocationCache::RoundedSize(size_t{1} << 40), size_t{1} << 40);
+  EXPECT_EQ(RoundedAllocationSize(max), max);  // beyond every class
+  EXPECT_GE(RoundedAllocationSize(size_t{1} << 40), size_t{1} << 40);
 }
 
 TEST_F(BadAllocationTest, StableNamesMayBeAnythingAndUnknownOnesAreNotFound) {
-  EXPECT_THAT(cache_.ReleaseStable("never", 0),
+  EXPECT_THAT(gpupool::StableBuffers(cache_).Release("never", 0),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("never")));
-  absl::StatusOr<void*> empty_name = cache_.AcquireStable("", 0, 64);
+  absl::StatusOr<void*> empty_name =
+      gpupool::StableBuffers(cache_).Acquire("", 0, 64);
   ASSERT_THAT(empty_name, IsOk());
   const std::string with_nul("a\0b", 3);
-  absl::StatusOr<void*> nul = cache_.AcquireStable(with_nul, 0, 64);
+  absl::StatusOr<void*> nul =
+      gpupool::StableBuffers(cache_).Acquire(with_nul, 0, 64);
   ASSERT_THAT(nul, IsOk());
   EXPECT_NE(*nul, *empty_name);
-  EXPECT_THAT(cache_.ReleaseStable("", 0), IsOk());
-  EXPECT_THAT(cache_.ReleaseStable("", 0),
+  EXPECT_THAT(gpupool::StableBuffers(cache_).Release("", 0), IsOk());
+  EXPECT_THAT(gpupool::StableBuffers(cache_).Release("", 0),
               StatusIs(absl::StatusCode::kNotFound));
-  EXPECT_THAT(cache_.AcquireStable(with_nul, 0, 32), IsOk());
+  EXPECT_THAT(gpupool::StableBuffers(cache_).Acquire(with_nul, 0, 32), IsOk());
 }
 
 TEST_F(BadAllocationTest, EmptyLeasesRecordUseOfNullAndDoubleReleaseAreNoOps) {

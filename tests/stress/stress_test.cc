@@ -46,6 +46,7 @@
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 #include "tests/util/checking_backend.h"
 
@@ -414,8 +415,8 @@ class Worker {
         (void)world_.events->Prewarm(device, kEventConfigs[Pick(2)], 4);
         return;
       case 5:
-        (void)world_.cache->AcquireStable(absl::StrCat("stable", Pick(4)),
-                                          device, 4096u << Pick(4));
+        (void)gpupool::StableBuffers(*world_.cache)
+            .Acquire(absl::StrCat("stable", Pick(4)), device, 4096u << Pick(4));
         return;
       default:
         return;

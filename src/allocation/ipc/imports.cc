@@ -95,7 +95,7 @@ absl::StatusOr<std::shared_ptr<IpcRefs>> IpcImports::RefsOf(
 
 absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
                                                   int device) {
-  constexpr absl::string_view where = "AllocationCache::Import";
+  constexpr absl::string_view where = "StableBuffers::Import";
   if (handle.exporter_pid == exports_.exporter_pid()) {
     if (handle.exporter_id != exports_.exporter_id()) {
       return absl::InvalidArgumentError(absl::StrCat(

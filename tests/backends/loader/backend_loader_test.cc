@@ -115,9 +115,15 @@ runtime_internal::ErrorClass Classify(typename Api::Error error) {
 }
 
 // Every test process loads the fake through the variable, before any test.
+// The fake is built beside the test: a binary copied elsewhere without it
+// fails here, naming the file, instead of crashing in a helper.
 class FakeRuntimeEnvironment : public ::testing::Environment {
  public:
-  void SetUp() override { setenv(kEnvVar, kFake, /*overwrite=*/1); }
+  void SetUp() override {
+    ASSERT_NE(dlopen(kFake, RTLD_NOW | RTLD_LOCAL), nullptr)
+        << "the stand-in runtime this test loads is missing: " << dlerror();
+    setenv(kEnvVar, kFake, /*overwrite=*/1);
+  }
 };
 ::testing::Environment* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new FakeRuntimeEnvironment);

@@ -8,13 +8,14 @@
 //   64  runtime handle (64 bytes)
 //   128 FNV-1a checksum of bytes [0, 128) (u64)
 
+#include "gpupool/ipc_handle.h"
+
 #include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "gpupool/ipc_handle.h"
 
 namespace gpupool {
 namespace {

@@ -1,15 +1,15 @@
-// Capture-private pools of the allocation cache (gpupool/graph_pool.h): the
-// state of one pool, the capture routes (CaptureScopes) that send a capture's
-// allocations to it, and the blocks held for captures the cache was not told
-// about. The policy lives in graph/pool.cc (AllocationCacheCore methods).
+// The state of capture-private pools (gpupool/graph_pool.h): one pool's
+// blocks and flags, and the capture routes (open CaptureScopes) that send a
+// capture's allocations to a pool. The policy is GraphPools
+// (graph/graph_pools.h); the cache's core never sees any of it.
 //
 // Thread safety: each pool's block lists under its own mutex; the routes and
-// the registry of pools under the registry's mutex; `open_routes` is read
+// the list of pools under CaptureRoutes' mutex; `open_routes` is read
 // without a lock on the hot path (Allocate skips every capture query while
 // it is 0). No runtime call is made under either lock.
 
-#ifndef GPUPOOL_SRC_ALLOCATION_GRAPH_POOL_H_
-#define GPUPOOL_SRC_ALLOCATION_GRAPH_POOL_H_
+#ifndef GPUPOOL_SRC_ALLOCATION_GRAPH_CAPTURE_ROUTES_H_
+#define GPUPOOL_SRC_ALLOCATION_GRAPH_CAPTURE_ROUTES_H_
 
 #include <atomic>
 #include <cstddef>
@@ -58,7 +58,7 @@ struct CaptureRoute {
   std::shared_ptr<GraphPoolState> pool;
 };
 
-class GraphPoolRegistry {
+class CaptureRoutes {
  public:
   // Allocate's fast test: no scope open, no capture query.
   bool AnyRouteOpen() const {
@@ -77,21 +77,14 @@ class GraphPoolRegistry {
   // Live pools (weak: a pool dies with its handle and its last block).
   std::vector<std::shared_ptr<GraphPoolState>> Pools() const;
 
-  // Blocks released while a stream they were used on captured, with no
-  // scope for it: out of reuse until the cache frees everything.
-  void Hold(AllocationBlock* block);
-  std::vector<AllocationBlock*> TakeHeld();
-  void HeldStats(int device, int64_t* blocks, int64_t* bytes) const;
-
  private:
   mutable Mutex mu_;
   std::atomic<int> open_routes_{0};
   uint64_t next_route_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<CaptureRoute> routes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<GraphPoolState>> pools_ ABSL_GUARDED_BY(mu_);
-  std::vector<AllocationBlock*> held_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_ALLOCATION_GRAPH_POOL_H_
+#endif  // GPUPOOL_SRC_ALLOCATION_GRAPH_CAPTURE_ROUTES_H_

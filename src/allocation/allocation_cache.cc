@@ -1,16 +1,20 @@
-// AllocationCache and PooledAllocation: the public face of the cache. The
-// cache itself is AllocationCacheCore (src/allocation/cache_core.h,
-// which maps its files by job).
+// AllocationCache, PooledAllocation and AllocationCacheStats: the public face
+// of the cache (gpupool/allocation_cache.h). The cache itself is
+// AllocationCacheCore (src/allocation/cache_core.h).
+
+#include "gpupool/allocation_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "gpupool/allocation_cache.h"
 #include "src/allocation/block.h"
 #include "src/allocation/cache_core.h"
 #include "src/allocation/size_classes.h"
@@ -112,17 +116,6 @@ absl::StatusOr<PooledAllocation> AllocationCache::Allocate(
   return core_->Allocate(device, bytes, kind, stream, where);
 }
 
-absl::StatusOr<void*> AllocationCache::AcquireStable(std::string_view name,
-                                                     int device, size_t bytes) {
-  return core_->AcquireStable(absl::string_view(name.data(), name.size()),
-                              device, bytes);
-}
-
-absl::Status AllocationCache::ReleaseStable(std::string_view name, int device) {
-  return core_->ReleaseStable(absl::string_view(name.data(), name.size()),
-                              device);
-}
-
 absl::Status AllocationCache::Trim(int device, size_t keep_bytes) {
   return core_->Trim(device, keep_bytes);
 }
@@ -142,20 +135,6 @@ AllocationCacheStats AllocationCache::GetStats(int device,
   return core_->GetStats(device, kind);
 }
 
-absl::StatusOr<IpcHandle> AllocationCache::ExportStable(std::string_view name,
-                                                        int device,
-                                                        size_t bytes) {
-  return core_->ExportStable(absl::string_view(name.data(), name.size()),
-                             device, bytes);
-}
-
-absl::StatusOr<ImportedBuffer> AllocationCache::Import(const IpcHandle& handle,
-                                                       int device) {
-  return core_->Import(handle, device);
-}
-
-IpcStats AllocationCache::GetIpcStats() const { return core_->GetIpcStats(); }
-
 std::vector<OutstandingLease> AllocationCache::GetOutstandingLeases() const {
   return core_->GetOutstandingLeases();
 }
@@ -174,9 +153,113 @@ const AllocationCacheOptions& AllocationCache::options() const {
   return core_->options();
 }
 
-size_t AllocationCache::RoundedSize(size_t bytes) {
+size_t RoundedAllocationSize(size_t bytes) {
   if (bytes > internal::kMaxSizeClassBytes) return bytes;
   return internal::RoundUpToSizeClass(bytes == 0 ? 1 : bytes);
+}
+
+// ---------------------------------------------------------------------------
+// AllocationCacheStats
+// ---------------------------------------------------------------------------
+namespace {
+
+// "512 B", "1.25 MiB": exact below 1 KiB, three significant digits above.
+std::string HumanBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024 && bytes > -1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while ((value >= 1024 || value <= -1024) && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
+}
+
+}  // namespace
+
+AllocationCacheStats& AllocationCacheStats::operator+=(
+    const AllocationCacheStats& other) {
+  allocations_in_use += other.allocations_in_use;
+  bytes_in_use += other.bytes_in_use;
+  bytes_requested += other.bytes_requested;
+  bytes_rounded += other.bytes_rounded;
+  peak_bytes_in_use += other.peak_bytes_in_use;
+  blocks_cached += other.blocks_cached;
+  bytes_cached += other.bytes_cached;
+  blocks_retiring += other.blocks_retiring;
+  bytes_retiring += other.bytes_retiring;
+  stable_allocations += other.stable_allocations;
+  bytes_stable += other.bytes_stable;
+  hits += other.hits;
+  misses += other.misses;
+  uncached_allocations += other.uncached_allocations;
+  cross_stream_waits += other.cross_stream_waits;
+  oom_retries += other.oom_retries;
+  failed_allocations += other.failed_allocations;
+  runtime_allocations += other.runtime_allocations;
+  runtime_frees += other.runtime_frees;
+  stable_reallocations += other.stable_reallocations;
+  blocks_dropped += other.blocks_dropped;
+  blocks_leaked += other.blocks_leaked;
+  graph_pools += other.graph_pools;
+  blocks_in_graph_pools += other.blocks_in_graph_pools;
+  bytes_in_graph_pools += other.bytes_in_graph_pools;
+  blocks_held_for_captures += other.blocks_held_for_captures;
+  bytes_held_for_captures += other.bytes_held_for_captures;
+  return *this;
+}
+
+double AllocationCacheStats::hit_rate() const {
+  const int64_t cacheable = hits + misses;
+  return cacheable == 0
+             ? 0.0
+             : static_cast<double>(hits) / static_cast<double>(cacheable);
+}
+
+int64_t AllocationCacheStats::bytes_reserved() const {
+  return bytes_in_use + bytes_cached + bytes_retiring + bytes_stable +
+         bytes_in_graph_pools + bytes_held_for_captures;
+}
+
+std::string AllocationCacheStats::ToString() const {
+  std::string out = absl::StrFormat(
+      "in_use=%d (%s, requested %s) peak=%s cached=%d (%s) hits=%d "
+      "misses=%d hit_rate=%.1f%% uncached=%d runtime_alloc=%d "
+      "runtime_free=%d",
+      allocations_in_use, HumanBytes(bytes_in_use), HumanBytes(bytes_requested),
+      HumanBytes(peak_bytes_in_use), blocks_cached, HumanBytes(bytes_cached),
+      hits, misses, 100.0 * hit_rate(), uncached_allocations,
+      runtime_allocations, runtime_frees);
+  // Rare events only when they happened, to keep the common line short.
+  if (blocks_retiring != 0) {
+    absl::StrAppend(&out, " retiring=", blocks_retiring, " (",
+                    HumanBytes(bytes_retiring), ")");
+  }
+  if (stable_allocations != 0 || stable_reallocations != 0) {
+    absl::StrAppend(&out, " stable=", stable_allocations, " (",
+                    HumanBytes(bytes_stable),
+                    ", reallocations=", stable_reallocations, ")");
+  }
+  if (cross_stream_waits != 0) {
+    absl::StrAppend(&out, " cross_stream_waits=", cross_stream_waits);
+  }
+  if (oom_retries != 0) absl::StrAppend(&out, " oom_retries=", oom_retries);
+  if (failed_allocations != 0) {
+    absl::StrAppend(&out, " failed=", failed_allocations);
+  }
+  if (blocks_dropped != 0) absl::StrAppend(&out, " dropped=", blocks_dropped);
+  if (blocks_leaked != 0) absl::StrAppend(&out, " leaked=", blocks_leaked);
+  if (graph_pools != 0 || blocks_in_graph_pools != 0) {
+    absl::StrAppend(&out, " graph_pools=", graph_pools, " (",
+                    blocks_in_graph_pools, " blocks, ",
+                    HumanBytes(bytes_in_graph_pools), ")");
+  }
+  if (blocks_held_for_captures != 0) {
+    absl::StrAppend(&out, " held_for_captures=", blocks_held_for_captures, " (",
+                    HumanBytes(bytes_held_for_captures), ")");
+  }
+  return out;
 }
 
 }  // namespace gpupool

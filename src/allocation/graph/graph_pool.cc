@@ -1,5 +1,7 @@
-// The public handles of capture-private pools (gpupool/graph_pool.h) and the
-// AllocationCache methods that make them; the policy is in graph/pool.cc.
+// The public handles of capture-private pools (gpupool/graph_pool.h); the
+// policy is in graph/pool.cc.
+
+#include "gpupool/graph_pool.h"
 
 #include <memory>
 #include <utility>
@@ -8,11 +10,20 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpupool/allocation_cache.h"
-#include "gpupool/graph_pool.h"
 #include "src/allocation/cache_core.h"
-#include "src/allocation/graph/pool.h"
+#include "src/allocation/graph/graph_pools.h"
 
 namespace gpupool {
+
+absl::StatusOr<GraphPool> GraphPool::Create(AllocationCache& cache,
+                                            int device) {
+  const std::shared_ptr<internal::AllocationCacheCore>& core =
+      internal::AllocationCacheAccess::Core(cache);
+  absl::StatusOr<std::shared_ptr<internal::GraphPoolState>> state =
+      internal::GraphPools::Of(*core).NewPool(device);
+  if (!state.ok()) return state.status();
+  return GraphPool(core, *std::move(state));
+}
 
 GraphPool::GraphPool(std::shared_ptr<internal::AllocationCacheCore> core,
                      std::shared_ptr<internal::GraphPoolState> state)
@@ -47,7 +58,22 @@ absl::Status GraphPool::Release(const std::vector<NativeStream>& streams) {
   if (state_ == nullptr) {
     return absl::FailedPreconditionError("GraphPool::Release: empty handle");
   }
-  return core_->ReleaseGraphPool(*state_, streams);
+  return internal::GraphPools::Of(*core_).Release(*state_, streams);
+}
+
+absl::StatusOr<CaptureScope> GraphPool::BeginCapture(
+    NativeStream origin) const {
+  if (state_ == nullptr) {
+    return absl::InvalidArgumentError("GraphPool::BeginCapture: empty pool");
+  }
+  if (origin == nullptr) {
+    return absl::InvalidArgumentError(
+        "GraphPool::BeginCapture: the null stream cannot capture");
+  }
+  absl::StatusOr<uint64_t> route =
+      internal::GraphPools::Of(*core_).OpenRoute(state_, origin);
+  if (!route.ok()) return route.status();
+  return CaptureScope(core_, *route);
 }
 
 CaptureScope::CaptureScope(CaptureScope&& other) noexcept
@@ -67,35 +93,8 @@ CaptureScope::~CaptureScope() { End(); }
 
 void CaptureScope::End() {
   if (route_id_ == 0) return;
-  core_->CloseCaptureRoute(std::exchange(route_id_, 0));
+  internal::GraphPools::Of(*core_).CloseRoute(std::exchange(route_id_, 0));
   core_.reset();
-}
-
-absl::StatusOr<GraphPool> AllocationCache::NewGraphPool(int device) {
-  absl::StatusOr<std::shared_ptr<internal::GraphPoolState>> state =
-      core_->NewGraphPool(device);
-  if (!state.ok()) return state.status();
-  return GraphPool(core_, *std::move(state));
-}
-
-absl::StatusOr<CaptureScope> AllocationCache::BeginCaptureScope(
-    const GraphPool& pool, NativeStream origin) {
-  if (!pool) {
-    return absl::InvalidArgumentError(
-        "AllocationCache::BeginCaptureScope: empty GraphPool");
-  }
-  if (pool.core_ != core_) {
-    return absl::InvalidArgumentError(
-        "AllocationCache::BeginCaptureScope: the GraphPool belongs to "
-        "another cache");
-  }
-  if (origin == nullptr) {
-    return absl::InvalidArgumentError(
-        "AllocationCache::BeginCaptureScope: the null stream cannot capture");
-  }
-  absl::StatusOr<uint64_t> route = core_->OpenCaptureRoute(pool.state_, origin);
-  if (!route.ok()) return route.status();
-  return CaptureScope(core_, *route);
 }
 
 }  // namespace gpupool

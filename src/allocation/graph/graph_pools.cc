@@ -1,0 +1,318 @@
+// The policy of capture-private pools (graph/graph_pools.h): the cache's
+// capture router.
+
+#include "src/allocation/graph/graph_pools.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "src/allocation/cache_core.h"
+#include "src/allocation/size_classes.h"
+
+namespace gpupool::internal {
+namespace {
+
+// Distinct, non-null streams.
+std::vector<NativeStream> Distinct(const std::vector<NativeStream>& streams) {
+  std::vector<NativeStream> out;
+  for (NativeStream stream : streams) {
+    if (stream != nullptr &&
+        std::find(out.begin(), out.end(), stream) == out.end()) {
+      out.push_back(stream);
+    }
+  }
+  return out;
+}
+
+// The stream a pool block may be reused on: its single use, else none.
+NativeStream ReuseStream(const AllocationBlock& block) {
+  return block.uses.size() == 1 ? block.uses[0] : nullptr;
+}
+
+std::shared_ptr<GraphPoolState> PoolOf(const AllocationBlock& block) {
+  return std::static_pointer_cast<GraphPoolState>(block.owner);
+}
+
+}  // namespace
+
+GraphPools& GraphPools::Of(AllocationCacheCore& core) {
+  // Only GraphPools is ever installed as a cache's capture router.
+  return static_cast<GraphPools&>(core.InstallCaptureRouter(
+      [&core] { return std::make_unique<GraphPools>(core); }));
+}
+
+absl::StatusOr<std::shared_ptr<GraphPoolState>> GraphPools::NewPool(
+    int device) {
+  if (absl::Status usable = core_.CheckUsable(device, "GraphPool::Create");
+      !usable.ok()) {
+    return usable;
+  }
+  return routes_.NewPool(device);
+}
+
+absl::StatusOr<uint64_t> GraphPools::OpenRoute(
+    std::shared_ptr<GraphPoolState> pool, NativeStream origin) {
+  if (absl::Status usable =
+          core_.CheckUsable(pool->device, "GraphPool::BeginCapture");
+      !usable.ok()) {
+    return usable;
+  }
+  // Registered before the capture begins, the route learns the capture's id
+  // at the first allocation; a capture already under way is known now.
+  absl::StatusOr<CaptureInfo> info =
+      core_.backend().GetCaptureInfo(pool->device, origin);
+  if (!info.ok()) {
+    if (core_.PoisonIfSticky(pool->device, info.status())) {
+      return core_.PoisonedError(pool->device);
+    }
+    return info.status();
+  }
+  const uint64_t id = info->status == CaptureStatus::kActive ? info->id : 0;
+  return routes_.OpenRoute(std::move(pool), origin, id);
+}
+
+std::shared_ptr<GraphPoolState> GraphPools::MatchRoute(
+    int device, NativeStream stream, const CaptureInfo& info) {
+  if (info.status == CaptureStatus::kNone) return nullptr;
+  if (info.status == CaptureStatus::kInvalidated) {
+    // No id any more: the capture begun on a route's origin is recognised by
+    // its stream (its blocks stay the pool's until the pool is released).
+    for (const CaptureRoute& route : routes_.Routes(device)) {
+      if (route.origin == stream) return route.pool;
+    }
+    return nullptr;
+  }
+  for (const CaptureRoute& route : routes_.Routes(device)) {
+    uint64_t id = route.capture_id;
+    if (id == 0) {
+      if (route.origin == stream) {
+        id = info.id;
+      } else {
+        absl::StatusOr<CaptureInfo> origin =
+            core_.backend().GetCaptureInfo(device, route.origin);
+        if (origin.ok() && origin->status == CaptureStatus::kActive) {
+          id = origin->id;
+        } else if (!origin.ok() &&
+                   core_.PoisonIfSticky(device, origin.status())) {
+          return nullptr;  // no further runtime call on a dead device
+        }
+      }
+      if (id != 0) routes_.LearnCaptureId(route.route_id, id);
+    }
+    if (id == info.id) return route.pool;
+  }
+  return nullptr;
+}
+
+std::optional<absl::StatusOr<PooledAllocation>> GraphPools::Allocate(
+    AllocationShard& shard, const LeaseRequest& request,
+    const CaptureInfo& info) {
+  std::shared_ptr<GraphPoolState> pool =
+      MatchRoute(shard.device(), request.stream, info);
+  if (pool == nullptr) return std::nullopt;
+  return AllocateInPool(std::move(pool), shard, request);
+}
+
+absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
+    std::shared_ptr<GraphPoolState> pool, AllocationShard& shard,
+    const LeaseRequest& request) {
+  const bool cacheable =
+      request.bytes <= core_.options().max_cached_block_bytes;
+  const int size_class = cacheable ? SizeClassIndex(request.bytes) : -1;
+  const uint64_t current = core_.generation(shard.device());
+  AllocationBlock* reused = nullptr;
+  std::vector<AllocationBlock*> stale;
+  {
+    MutexLock lock(&pool->mu);
+    std::vector<AllocationBlock*>& free = pool->free;
+    for (auto it = free.begin(); it != free.end();) {
+      AllocationBlock* block = *it;
+      if (block->generation != current) {
+        stale.push_back(block);
+        pool->bytes -= static_cast<int64_t>(block->size);
+        --pool->blocks;
+        it = free.erase(it);
+        continue;
+      }
+      // Newest first would be nicer for caches; any match is equally safe.
+      if (reused == nullptr && size_class >= 0 &&
+          block->size_class == size_class &&
+          block->release_stream == request.stream) {
+        reused = block;
+        it = free.erase(it);
+        continue;
+      }
+      ++it;
+    }
+  }
+  for (AllocationBlock* block : stale) {
+    shard.Retire(Departure::kDropped);
+    delete block;
+  }
+  if (reused != nullptr) {
+    shard.LeaseKept(reused, request, /*hit=*/true);
+    return core_.MakeLease(reused);
+  }
+  const size_t rounded = cacheable ? SizeClassBytes(size_class) : request.bytes;
+  absl::StatusOr<void*> ptr =
+      core_.RuntimeAllocate(shard, request.bytes, rounded);
+  if (!ptr.ok()) return ptr.status();
+  AllocationBlock* block =
+      core_.NewBlock(shard, *ptr, rounded, size_class, current);
+  {
+    MutexLock lock(&pool->mu);
+    ++pool->blocks;
+    pool->bytes += static_cast<int64_t>(rounded);
+  }
+  block->owner = std::move(pool);
+  shard.LeaseNew(block, request, cacheable ? Tally::kMiss : Tally::kUncached);
+  return core_.MakeLease(block);
+}
+
+void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
+  shard.TakeOutOfUse(block);
+  GraphPoolState& pool = *PoolOf(*block);
+  const bool leak = core_.Leaking();
+  std::vector<NativeStream> fence;
+  {
+    MutexLock lock(&pool.mu);
+    if (!leak && !pool.released) {
+      block->release_stream = ReuseStream(*block);
+      pool.free.push_back(block);
+      return;
+    }
+    pool.bytes -= static_cast<int64_t>(block->size);
+    --pool.blocks;
+    fence = pool.replay_streams;
+  }
+  if (leak) {
+    shard.Retire(Departure::kLeaked);
+    delete block;
+    return;
+  }
+  GiveBackToCache(shard, block, fence);
+}
+
+void GraphPools::GiveBackToCache(AllocationShard& shard, AllocationBlock* block,
+                                 const std::vector<NativeStream>& streams) {
+  // The replays may still write the block: its release is fenced by ready
+  // events on the replay streams, exactly as a lease used on them would be.
+  // Only on those: the streams the block was used on while the pool had it
+  // are capture streams (their work was captured, never run there, and the
+  // user may have destroyed them since), or streams the caller names in
+  // Release (graph_pool.h).
+  const std::vector<NativeStream> uses = Distinct(streams);
+  block->owner.reset();
+  shard.LeaseKept(block, LeaseRequest{block->size, nullptr, {}},
+                  /*hit=*/false);
+  block->uses.assign(uses.begin(), uses.end());
+  core_.Return(block);
+}
+
+absl::Status GraphPools::Release(GraphPoolState& pool,
+                                 const std::vector<NativeStream>& streams) {
+  std::vector<AllocationBlock*> blocks;
+  {
+    MutexLock lock(&pool.mu);
+    if (pool.scope_open) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("GraphPool::Release: pool ", pool.id,
+                       " has a capture scope open; end it first"));
+    }
+    if (pool.released) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GraphPool::Release: pool ", pool.id, " was already released"));
+    }
+    pool.released = true;
+    pool.replay_streams = Distinct(streams);
+    blocks = std::exchange(pool.free, {});
+    for (const AllocationBlock* block : blocks) {
+      pool.bytes -= static_cast<int64_t>(block->size);
+      --pool.blocks;
+    }
+  }
+  if (core_.Forked())
+    return absl::OkStatus();  // leaked with the parent's memory
+  for (AllocationBlock* block : blocks) {
+    // Through the ordinary return path, which also handles poisoned devices
+    // and a closed cache.
+    GiveBackToCache(core_.Shard(block->device, block->kind), block, streams);
+  }
+  return absl::OkStatus();
+}
+
+bool GraphPools::Adopt(AllocationShard& shard, AllocationBlock* block,
+                       NativeStream stream, const CaptureInfo& info) {
+  // Used inside a registered capture, and there only: the graph owns it like
+  // its own. A pool keeps device memory of its own device only (its blocks
+  // are reused for its device allocations): pinned host memory, or memory of
+  // another device joined into the capture, is left to the core to hold.
+  std::shared_ptr<GraphPoolState> pool =
+      MatchRoute(block->device, stream, info);
+  if (pool == nullptr || block->kind != MemoryKind::kDevice ||
+      block->device != pool->device) {
+    return false;
+  }
+  shard.TakeOutOfUse(block);
+  MutexLock lock(&pool->mu);
+  ++pool->blocks;
+  pool->bytes += static_cast<int64_t>(block->size);
+  block->release_stream = ReuseStream(*block);
+  pool->free.push_back(block);
+  block->owner = std::move(pool);
+  return true;
+}
+
+std::vector<AllocationBlock*> GraphPools::TakeAllUnleased() {
+  std::vector<AllocationBlock*> blocks;
+  for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
+    MutexLock lock(&pool->mu);
+    for (AllocationBlock* block : pool->free) {
+      pool->bytes -= static_cast<int64_t>(block->size);
+      --pool->blocks;
+      blocks.push_back(block);
+    }
+    pool->free.clear();
+  }
+  for (AllocationBlock* block : blocks) block->owner.reset();
+  return blocks;
+}
+
+void GraphPools::AddStats(int device, AllocationCacheStats* stats) const {
+  for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
+    if (device >= 0 && pool->device != device) continue;
+    MutexLock lock(&pool->mu);
+    if (!pool->released) ++stats->graph_pools;
+    stats->blocks_in_graph_pools += static_cast<int64_t>(pool->free.size());
+    for (const AllocationBlock* block : pool->free) {
+      stats->bytes_in_graph_pools += static_cast<int64_t>(block->size);
+    }
+  }
+}
+
+std::string GraphPools::DebugString() const {
+  std::string out;
+  for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
+    MutexLock lock(&pool->mu);
+    int64_t free_bytes = 0;
+    for (const AllocationBlock* block : pool->free) {
+      free_bytes += static_cast<int64_t>(block->size);
+    }
+    absl::StrAppend(&out, "\n  graph pool ", pool->id, " dev", pool->device,
+                    ": ", pool->blocks, " blocks (", pool->bytes, " bytes), ",
+                    pool->free.size(), " free (", free_bytes, " bytes), ",
+                    pool->captures, " captures",
+                    pool->scope_open ? ", capturing" : "",
+                    pool->released ? ", released" : "");
+  }
+  return out;
+}
+
+}  // namespace gpupool::internal

@@ -1,0 +1,76 @@
+// GraphPools: the capture router of one cache (src/allocation/hooks.h) and
+// the policy of its capture-private pools (gpupool/graph_pool.h): routing an
+// allocation by its stream's capture id, returns into a pool, a pool's
+// release back to the general cache, adopting a block a registered capture
+// used. Installed in the cache's core by the first GraphPool::Create.
+//
+// Thread safety: as CaptureRoutes (graph/capture_routes.h); every runtime
+// call is made with no lock held.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_GRAPH_GRAPH_POOLS_H_
+#define GPUPOOL_SRC_ALLOCATION_GRAPH_GRAPH_POOLS_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "src/allocation/graph/capture_routes.h"
+#include "src/allocation/hooks.h"
+
+namespace gpupool::internal {
+
+class AllocationCacheCore;
+
+class GraphPools final : public CaptureRouter {
+ public:
+  // The router of `core`'s cache, installed on first use.
+  static GraphPools& Of(AllocationCacheCore& core);
+
+  explicit GraphPools(AllocationCacheCore& core) : core_(core) {}
+
+  // GraphPool::Create's work. Errors as the cache's entry checks.
+  absl::StatusOr<std::shared_ptr<GraphPoolState>> NewPool(int device);
+  // A route for the capture on `origin` (one GetCaptureInfo call); its id.
+  absl::StatusOr<uint64_t> OpenRoute(std::shared_ptr<GraphPoolState> pool,
+                                     NativeStream origin);
+  void CloseRoute(uint64_t route_id) { routes_.CloseRoute(route_id); }
+  absl::Status Release(GraphPoolState& pool,
+                       const std::vector<NativeStream>& streams);
+
+  // --- CaptureRouter ---
+  bool Routing() const override { return routes_.AnyRouteOpen(); }
+  std::optional<absl::StatusOr<PooledAllocation>> Allocate(
+      AllocationShard& shard, const LeaseRequest& request,
+      const CaptureInfo& info) override;
+  bool Adopt(AllocationShard& shard, AllocationBlock* block,
+             NativeStream stream, const CaptureInfo& info) override;
+  void Return(AllocationShard& shard, AllocationBlock* block) override;
+  std::vector<AllocationBlock*> TakeAllUnleased() override;
+  void AddStats(int device, AllocationCacheStats* stats) const override;
+  std::string DebugString() const override;
+
+ private:
+  // The pool whose open route matches the capture `info` of `stream` (by
+  // capture id; an invalidated capture by its origin stream), or null.
+  // Learns route capture ids on the way: runtime calls, no lock held.
+  std::shared_ptr<GraphPoolState> MatchRoute(int device, NativeStream stream,
+                                             const CaptureInfo& info);
+  absl::StatusOr<PooledAllocation> AllocateInPool(
+      std::shared_ptr<GraphPoolState> pool, AllocationShard& shard,
+      const LeaseRequest& request);
+  // Hands a pool block to the general cache, fenced on `streams`.
+  void GiveBackToCache(AllocationShard& shard, AllocationBlock* block,
+                       const std::vector<NativeStream>& streams);
+
+  AllocationCacheCore& core_;
+  CaptureRoutes routes_;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_GRAPH_GRAPH_POOLS_H_
