@@ -24,9 +24,10 @@ namespace {
 
 PooledRuntime& Driver() {
   // cuStreamDestroy returns at once; the pool drains the stream.
-  static PooledRuntime* runtime = new PooledRuntime(
-      {Runtime::kCudaDriver, "cu", &cuda_internal::MakeCudaDriverBackendOver,
-       /*destroy_waits_for_work=*/false});
+  static PooledRuntime* runtime =
+      new PooledRuntime({Runtime::kCudaDriver, "cu", "CUDA driver",
+                         &cuda_internal::MakeCudaDriverBackendOver,
+                         /*destroy_waits_for_work=*/false});
   return *runtime;
 }
 

@@ -20,9 +20,10 @@ namespace {
 
 PooledRuntime& Cuda() {
   // cudaStreamDestroy returns at once; the pool drains the stream.
-  static PooledRuntime* runtime = new PooledRuntime(
-      {Runtime::kCudaRuntime, "cuda", &cuda_internal::MakeCudaBackendOver,
-       /*destroy_waits_for_work=*/false});
+  static PooledRuntime* runtime =
+      new PooledRuntime({Runtime::kCudaRuntime, "cuda", "CUDA runtime",
+                         &cuda_internal::MakeCudaBackendOver,
+                         /*destroy_waits_for_work=*/false});
   return *runtime;
 }
 

@@ -18,7 +18,7 @@ namespace {
 
 PooledRuntime& Hip() {
   static PooledRuntime* runtime = new PooledRuntime(
-      {Runtime::kHip, "hip", &hip_internal::MakeHipBackendOver,
+      {Runtime::kHip, "hip", "HIP runtime", &hip_internal::MakeHipBackendOver,
        /*destroy_waits_for_work=*/true});
   return *runtime;
 }

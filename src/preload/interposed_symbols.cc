@@ -17,6 +17,18 @@ absl::Span<const InterposedSymbol> CudaRuntimeSymbols() { return {}; }
 absl::Span<const InterposedSymbol> CudaDriverSymbols() { return {}; }
 #endif
 
+absl::Span<const InterposedSymbol> InterposedSymbolsOf(Runtime runtime) {
+  switch (runtime) {
+    case Runtime::kHip:
+      return HipSymbols();
+    case Runtime::kCudaRuntime:
+      return CudaRuntimeSymbols();
+    case Runtime::kCudaDriver:
+      return CudaDriverSymbols();
+  }
+  return {};
+}
+
 const InterposedSymbol* FindInterposedSymbol(const char* name) {
   // Every interposed name starts with "hip" or "cu"; most lookups do not.
   if (name == nullptr || !((name[0] == 'h' && name[1] == 'i') ||

@@ -23,6 +23,9 @@ absl::Span<const InterposedSymbol> HipSymbols();
 absl::Span<const InterposedSymbol> CudaRuntimeSymbols();
 absl::Span<const InterposedSymbol> CudaDriverSymbols();
 
+// The table of `runtime`.
+absl::Span<const InterposedSymbol> InterposedSymbolsOf(Runtime runtime);
+
 // strcmp(a, b) == 0, without calling strcmp: this runs inside a sanitizer
 // runtime's initialisation, when its strcmp interceptor cannot work yet.
 inline bool SameName(const char* a, const char* b) {
