@@ -1,5 +1,5 @@
 // PooledRuntime: the preload's engine for one runtime (HIP, the CUDA runtime
-// or the CUDA driver). The exported wrappers (hip_wrappers.cc, ...) turn each
+// or the CUDA driver). The exported wrappers (wrappers.h) turn each
 // intercepted call into one of the calls below, passing the real call as a
 // fallback; everything runtime-neutral lives here.
 //
