@@ -91,7 +91,8 @@ struct FakeRuntime {
   static inline int max_window_bytes = 0;
   // Per optional feature (runtime_features.h), the entry point the fake
   // runtime lacks; null when it has them all.
-  static inline const char* missing[4] = {};
+  static inline const char* missing[static_cast<int>(Feature::kCuMask) + 1] =
+      {};
 
   // What the runtime observed.
   static inline int streams_created = 0;
