@@ -29,6 +29,7 @@
 #define GPUPOOL_SRC_PRELOAD_WRAPPERS_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gpupool/backend.h"
 #include "src/preload/pooled_runtime.h"
@@ -247,14 +248,17 @@ struct BoundOperation {
                                  GPUPOOL_PRELOAD_SIGNATURE_##Op)
 #define GPUPOOL_PRELOAD_WRAPPER_EXPAND(...) \
   GPUPOOL_PRELOAD_WRAPPER_DEFINE(__VA_ARGS__)
-#define GPUPOOL_PRELOAD_WRAPPER_DEFINE(Traits, name, Op, parameters,      \
-                                       arguments)                         \
-  extern "C" __attribute__((visibility("default"))) int name parameters { \
-    static ::gpupool::preload_internal::RealFunction<                     \
-        ::gpupool::preload_internal::Op::Function>                        \
-        real(Traits::kRuntime, #name);                                    \
-    return ::gpupool::preload_internal::BoundOperation<                   \
-        ::gpupool::preload_internal::Op, Traits>{real} arguments;         \
+#define GPUPOOL_PRELOAD_WRAPPER_DEFINE(Traits, name, Op, parameters,         \
+                                       arguments)                            \
+  extern "C" __attribute__((visibility("default"))) int name parameters {    \
+    static_assert(std::is_same_v<decltype(name),                             \
+                                 ::gpupool::preload_internal::Op::Function>, \
+                  "the signature macro and the operation disagree");         \
+    static ::gpupool::preload_internal::RealFunction<                        \
+        ::gpupool::preload_internal::Op::Function>                           \
+        real(Traits::kRuntime, #name);                                       \
+    return ::gpupool::preload_internal::BoundOperation<                      \
+        ::gpupool::preload_internal::Op, Traits>{real} arguments;            \
   }
 
 // The InterposedSymbol entry of the exported `name` (in a table's braces).
