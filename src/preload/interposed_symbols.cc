@@ -1,5 +1,5 @@
-// FindInterposedSymbol, and empty tables for the runtimes this build of the
-// preload does not interpose; see interposed_symbols.h.
+// FindInterposedSymbol over the runtimes' tables (wrappers.cc); see
+// interposed_symbols.h.
 
 #include "src/preload/interposed_symbols.h"
 
@@ -7,15 +7,17 @@
 
 namespace gpupool::preload_internal {
 
-#ifndef GPUPOOL_PRELOAD_HIP
-absl::Span<const InterposedSymbol> HipSymbols() { return {}; }
-#endif
-#ifndef GPUPOOL_PRELOAD_CUDA
-absl::Span<const InterposedSymbol> CudaRuntimeSymbols() { return {}; }
-#endif
-#ifndef GPUPOOL_PRELOAD_CUDA_DRIVER
-absl::Span<const InterposedSymbol> CudaDriverSymbols() { return {}; }
-#endif
+absl::Span<const InterposedSymbol> InterposedSymbolsOf(Runtime runtime) {
+  switch (runtime) {
+    case Runtime::kHip:
+      return HipSymbols();
+    case Runtime::kCudaRuntime:
+      return CudaRuntimeSymbols();
+    case Runtime::kCudaDriver:
+      return CudaDriverSymbols();
+  }
+  return {};
+}
 
 const InterposedSymbol* FindInterposedSymbol(const char* name) {
   // Every interposed name starts with "hip" or "cu"; most lookups do not.

@@ -1,8 +1,8 @@
 // The entry points the preload exports, by name: what the interposed dlsym
 // (dlsym_interposer.cc) and cuGetProcAddress hand out instead of the real
-// runtime's functions. Each wrappers file (hip_wrappers.cc, ...) lists its
-// own in a table built at compile time, readable before any constructor has
-// run (a loader may call dlsym that early).
+// runtime's functions. Each runtime's table (wrappers.cc) is built at compile
+// time, readable before any constructor has run (a loader may call dlsym that
+// early).
 
 #ifndef GPUPOOL_SRC_PRELOAD_INTERPOSED_SYMBOLS_H_
 #define GPUPOOL_SRC_PRELOAD_INTERPOSED_SYMBOLS_H_
@@ -22,6 +22,9 @@ struct InterposedSymbol {
 absl::Span<const InterposedSymbol> HipSymbols();
 absl::Span<const InterposedSymbol> CudaRuntimeSymbols();
 absl::Span<const InterposedSymbol> CudaDriverSymbols();
+
+// The table of `runtime`.
+absl::Span<const InterposedSymbol> InterposedSymbolsOf(Runtime runtime);
 
 // strcmp(a, b) == 0, without calling strcmp: this runs inside a sanitizer
 // runtime's initialisation, when its strcmp interceptor cannot work yet.

@@ -2,6 +2,7 @@
 
 #include "src/preload/pooled_runtime.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "src/kernel/fork_safe_mutex.h"
 #include "src/preload/environment_check.h"
 #include "src/preload/guarded_backend.h"
+#include "src/preload/interposed_symbols.h"
 #include "src/preload/runtime_call_guard.h"
 
 namespace gpupool::preload_internal {
@@ -91,6 +93,21 @@ std::string Seconds(absl::Duration duration) {
 
 std::string Milliseconds(absl::Duration duration) {
   return absl::StrFormat("%.3f ms", absl::ToDoubleMilliseconds(duration));
+}
+
+// "the HIP runtime /opt/rocm/lib/libamdhip64.so.6": the file the program's
+// `runtime` lives in, found through the real definitions of the entry points
+// the preload interposes for it.
+std::string DescribeLibrary(Runtime runtime, const char* library) {
+  for (const InterposedSymbol& symbol : InterposedSymbolsOf(runtime)) {
+    const void* real = FindRealSymbol(runtime, symbol.name);
+    Dl_info info;
+    if (real != nullptr && dladdr(real, &info) != 0 &&
+        info.dli_fname != nullptr && info.dli_fname[0] != '\0') {
+      return absl::StrCat("the ", library, " ", info.dli_fname);
+    }
+  }
+  return absl::StrCat("the ", library, " this program uses");
 }
 
 }  // namespace
@@ -165,12 +182,17 @@ bool PooledRuntime::Initialize() {
     if (registry.runtimes.empty()) std::atexit(&PrintStatsAtExit);
     registry.runtimes.push_back(this);
   }
+  // Set when the runtime itself is the reason (not a switch or a setting,
+  // which environment_check.cc reports when the library loads).
+  bool unusable_runtime = false;
   if (status.ok()) {
     const Runtime runtime = description_.runtime;
     absl::StatusOr<std::unique_ptr<Backend>> backend =
-        description_.make_backend([runtime](const char* name) {
-          return FindRealSymbol(runtime, name);
-        });
+        description_.make_backend(
+            DescribeLibrary(runtime, description_.library),
+            [runtime](const char* name) {
+              return FindRealSymbol(runtime, name);
+            });
     if (backend.ok()) {
       absl::StatusOr<std::unique_ptr<Pools>> pools = Pools::Create(
           MakeGuardedBackend(*std::move(backend)), config->options);
@@ -185,15 +207,18 @@ bool PooledRuntime::Initialize() {
         }
       } else {
         status = pools.status();
+        unusable_runtime = true;
       }
     } else {
       status = backend.status();
+      unusable_runtime = true;
     }
   }
   if (!status.ok()) {
-    unavailable_reason_ =
-        status.ToString(absl::StatusToStringMode::kWithNoExtraData);
-    if (StatsRequested()) {
+    unavailable_reason_ = std::string(status.message());
+    // Once (Initialize decides once): a program run under the preload has no
+    // other way to learn that its streams are not pooled.
+    if (unusable_runtime || StatsRequested()) {
       std::fprintf(stderr, "gpupool preload [%s]: not pooling: %s\n",
                    description_.name, unavailable_reason_.c_str());
     }

@@ -1,5 +1,5 @@
 // PooledRuntime: the preload's engine for one runtime (HIP, the CUDA runtime
-// or the CUDA driver). The exported wrappers (hip_wrappers.cc, ...) turn each
+// or the CUDA driver). The exported wrappers (wrappers.h) turn each
 // intercepted call into one of the calls below, passing the real call as a
 // fallback; everything runtime-neutral lives here.
 //
@@ -36,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "gpupool/config.h"
 #include "gpupool/event_pool.h"
@@ -47,13 +48,15 @@
 namespace gpupool::preload_internal {
 
 // Builds a backend over the real runtime whose entry points `lookup`
-// returns.
+// returns; `source` names that runtime's library in messages.
 using BackendFactory = absl::StatusOr<std::unique_ptr<Backend>> (*)(
+    absl::string_view source,
     absl::FunctionRef<void*(const char* name)> lookup);
 
 struct RuntimeDescription {
   Runtime runtime;
-  const char* name;  // "hip", "cuda", "cu": messages and stats
+  const char* name;     // "hip", "cuda", "cu": messages and stats
+  const char* library;  // "HIP runtime", "CUDA runtime", "CUDA driver"
   BackendFactory make_backend;
   bool destroy_waits_for_work;
 };
@@ -91,9 +94,10 @@ class PooledRuntime {
   // pooled handles, then real().
   int ResetDevice(int device, RealCall real);
 
-  // The pools, built on first use; null when this runtime is not pooled
-  // (switched off, or its backend could not be built: the reason is printed
-  // with GPUPOOL_STATS=1).
+  // The pools, built on first use; null when this runtime is not pooled:
+  // switched off (the reason is printed with GPUPOOL_STATS=1), or a runtime
+  // the preload cannot use (one line on stderr, once, naming the runtime's
+  // library and what it lacks, whatever GPUPOOL_STATS says).
   Pools* pools();
 
   const RuntimeDescription& description() const { return description_; }

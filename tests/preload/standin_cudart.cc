@@ -3,7 +3,10 @@
 // the ones client programs call (stream/event create, destroy, query,
 // priority and flags, device reset), over the shared stand-in state
 // (tests/preload/standin_runtime.h). Declared by CUDA's own header, so the
-// signatures are the runtime's.
+// signatures are the runtime's. Also built lacking the IPC entry points
+// (GPUPOOL_STANDIN_WITHOUT_IPC: the preload still pools) and lacking the
+// capture-mode exchange (GPUPOOL_STANDIN_WITHOUT_CAPTURE_MODE: a runtime the
+// preload cannot pool, and says so).
 
 #include <cuda_runtime_api.h>
 
@@ -168,6 +171,8 @@ STANDIN_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream,
                                                unsigned int) {
   return E(State().StreamWaitEvent(stream, event));
 }
+// A runtime older than gpupool needs lacks this one (CUDA before 10.1).
+#ifndef GPUPOOL_STANDIN_WITHOUT_CAPTURE_MODE
 STANDIN_EXPORT cudaError_t
 cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   if (mode == nullptr) return cudaErrorInvalidValue;
@@ -178,6 +183,7 @@ cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   *mode = previous;
   return cudaSuccess;
 }
+#endif
 
 STANDIN_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
   return E(
@@ -222,6 +228,9 @@ STANDIN_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes,
   return cudaSuccess;
 }
 
+// Built with GPUPOOL_STANDIN_WITHOUT_IPC, the stand-in lacks these (a
+// HIP-compatible layer, an old or stripped build): still pooled.
+#ifndef GPUPOOL_STANDIN_WITHOUT_IPC
 // Interprocess memory: the programs under the preload never share memory
 // with another process, so the stand-in answers as a platform without legacy
 // IPC does (cudaErrorNotSupported), like CUDA on WSL.
@@ -236,3 +245,4 @@ STANDIN_EXPORT cudaError_t cudaIpcOpenMemHandle(void** ptr, cudaIpcMemHandle_t,
 STANDIN_EXPORT cudaError_t cudaIpcCloseMemHandle(void*) {
   return cudaErrorNotSupported;
 }
+#endif  // GPUPOOL_STANDIN_WITHOUT_IPC

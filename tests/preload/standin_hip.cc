@@ -3,7 +3,10 @@
 // client programs call (stream/event create, destroy, query, priority and
 // flags, device reset), over the shared stand-in state
 // (tests/preload/standin_runtime.h). Declared by HIP's own header, so the
-// signatures are the runtime's.
+// signatures are the runtime's. Also built lacking the IPC entry points
+// (GPUPOOL_STANDIN_WITHOUT_IPC: the preload still pools) and lacking the
+// capture-mode exchange (GPUPOOL_STANDIN_WITHOUT_CAPTURE_MODE: a runtime the
+// preload cannot pool, and says so).
 
 #include <hip/hip_runtime_api.h>
 
@@ -155,6 +158,8 @@ STANDIN_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream,
                                              hipEvent_t event, unsigned int) {
   return E(State().StreamWaitEvent(stream, event));
 }
+// A runtime older than gpupool needs lacks this one (HIP before 5.0).
+#ifndef GPUPOOL_STANDIN_WITHOUT_CAPTURE_MODE
 STANDIN_EXPORT hipError_t
 hipThreadExchangeStreamCaptureMode(hipStreamCaptureMode* mode) {
   if (mode == nullptr) return hipErrorInvalidValue;
@@ -164,6 +169,7 @@ hipThreadExchangeStreamCaptureMode(hipStreamCaptureMode* mode) {
   *mode = previous;
   return hipSuccess;
 }
+#endif
 
 STANDIN_EXPORT hipError_t hipEventCreate(hipEvent_t* event) {
   return E(
@@ -207,6 +213,9 @@ STANDIN_EXPORT hipError_t hipMemGetInfo(size_t* free_bytes,
   return hipSuccess;
 }
 
+// Built with GPUPOOL_STANDIN_WITHOUT_IPC, the stand-in lacks these (a
+// HIP-compatible layer, an old or stripped build): still pooled.
+#ifndef GPUPOOL_STANDIN_WITHOUT_IPC
 // Interprocess memory: the programs under the preload never share memory
 // with another process, so the stand-in answers as a platform without IPC.
 STANDIN_EXPORT hipError_t hipIpcGetMemHandle(hipIpcMemHandle_t*, void*) {
@@ -220,3 +229,4 @@ STANDIN_EXPORT hipError_t hipIpcOpenMemHandle(void** ptr, hipIpcMemHandle_t,
 STANDIN_EXPORT hipError_t hipIpcCloseMemHandle(void*) {
   return hipErrorNotSupported;
 }
+#endif  // GPUPOOL_STANDIN_WITHOUT_IPC

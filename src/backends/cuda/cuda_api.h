@@ -21,12 +21,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "absl/strings/string_view.h"
 #include "src/backends/cuda/cuda_entry_points.h"
 #include "src/backends/cuda/cuda_errors.h"
 #include "src/backends/runtime/error_class.h"
+#include "src/backends/runtime/runtime_features.h"
 
 namespace gpupool {
 namespace cuda_internal {
@@ -65,6 +67,12 @@ struct CudaApi {
 
   static constexpr bool kSupportsCuMask = false;
   static constexpr bool kHasAccessPolicyWindow = true;
+
+  // --- Optional features (src/backends/runtime/runtime_features.h) ---------
+  static std::string MissingEntryPoints(runtime_internal::Feature feature) {
+    return cuda_internal::MissingEntryPoints(Cudart(), feature);
+  }
+  static const std::string& RuntimeSource() { return Cudart().source; }
 
   // --- Errors ----------------------------------------------------------------
   static runtime_internal::ErrorClass Classify(Error error,

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "gpupool/cuda_backend.h"
 #include "src/backends/cuda/cuda_entry_points.h"
@@ -24,9 +25,11 @@ static_assert(cudaEventInterprocess == 0x4);
 static_assert(cudaErrorInitializationError == 3);
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackendOver(
+    absl::string_view source,
     absl::FunctionRef<void*(const char* name)> lookup) {
-  absl::StatusOr<CudaRuntime> runtime =
-      ResolveCudaRuntime("the CUDA runtime this program uses", lookup);
+  // Without ResolveCudaRuntime's hint: the preload serves the runtime the
+  // program loaded, whatever GPUPOOL_CUDA_RUNTIME says.
+  absl::StatusOr<CudaRuntime> runtime = ResolveCudaRuntimeAsIs(source, lookup);
   if (!runtime.ok()) return runtime.status();
   if (absl::Status status = UseCudaRuntime(*std::move(runtime)); !status.ok()) {
     return status;

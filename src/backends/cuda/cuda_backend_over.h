@@ -9,22 +9,28 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 
 namespace gpupool::cuda_internal {
 
 // Resolves every entry point the backend needs through `lookup`, makes that
 // table this process's CUDA runtime (UseCudaRuntime), and builds the backend.
-// Unavailable naming each missing entry point; FailedPrecondition when the
-// process's table was already chosen; the runtime's own error when it has no
-// usable device.
+// `source` names the runtime in messages ("the CUDA runtime /usr/lib/...").
+// Unavailable naming `source` and each missing required entry point (a
+// missing optional one disables its feature alone); FailedPrecondition when
+// the process's table was already chosen; the runtime's own error when it
+// has no usable device.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaBackendOver(
+    absl::string_view source,
     absl::FunctionRef<void*(const char* name)> lookup);
 
 // The CUDA driver API as a backend over `lookup` (cuda_driver_backend.cc):
 // streams and events of each device's primary context. Unavailable naming
-// each missing entry point, or when the driver reports no device.
+// `source` and each missing entry point, or when the driver reports no
+// device.
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaDriverBackendOver(
+    absl::string_view source,
     absl::FunctionRef<void*(const char* name)> lookup);
 
 }  // namespace gpupool::cuda_internal

@@ -242,6 +242,7 @@ class CudaDriverBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeCudaDriverBackendOver(
+    absl::string_view source,
     absl::FunctionRef<void*(const char* name)> lookup) {
   DriverTable table;
 #define GPUPOOL_DRIVER_ENTRY(name) \
@@ -266,8 +267,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeCudaDriverBackendOver(
       GPUPOOL_DRIVER_ENTRY(cuGetErrorName),
   };
 #undef GPUPOOL_DRIVER_ENTRY
-  if (absl::Status status = loader_internal::ResolveEntryPoints(
-          "the CUDA driver this program uses", lookup, entries);
+  if (absl::Status status =
+          loader_internal::ResolveEntryPoints(source, lookup, entries);
       !status.ok()) {
     return status;
   }

@@ -46,9 +46,10 @@ struct Fallback<const char* (*)(Args...)> {
 const CudaRuntime& FallbackTable() {
   static const CudaRuntime* const table = [] {
     auto* fallback = new CudaRuntime;
-#define GPUPOOL_CUDA_FALLBACK(name) \
+#define GPUPOOL_CUDA_FALLBACK(name, ...) \
   fallback->name = &Fallback<decltype(&::name)>::Call;
-    GPUPOOL_CUDA_ENTRY_POINTS(GPUPOOL_CUDA_FALLBACK)
+    GPUPOOL_CUDA_REQUIRED_ENTRY_POINTS(GPUPOOL_CUDA_FALLBACK)
+    GPUPOOL_CUDA_OPTIONAL_ENTRY_POINTS(GPUPOOL_CUDA_FALLBACK)
 #undef GPUPOOL_CUDA_FALLBACK
     fallback->source = "no CUDA runtime loaded";
     return fallback;
@@ -73,24 +74,35 @@ LibrarySearch CudaRuntimeSearch() {
                         "/usr/local/cuda/lib64/libcudart.so.12"}};
 }
 
-absl::StatusOr<CudaRuntime> ResolveCudaRuntime(absl::string_view source,
-                                               SymbolLookup lookup) {
+absl::StatusOr<CudaRuntime> ResolveCudaRuntimeAsIs(absl::string_view source,
+                                                   SymbolLookup lookup) {
   CudaRuntime runtime;
   const EntryPoint entries[] = {
-#define GPUPOOL_CUDA_ENTRY(name) \
+#define GPUPOOL_CUDA_REQUIRED(name) \
   {#name, reinterpret_cast<void**>(&runtime.name)},
-      GPUPOOL_CUDA_ENTRY_POINTS(GPUPOOL_CUDA_ENTRY)
-#undef GPUPOOL_CUDA_ENTRY
+#define GPUPOOL_CUDA_OPTIONAL(name, feature) \
+  {#name, reinterpret_cast<void**>(&runtime.name), /*optional=*/true},
+      GPUPOOL_CUDA_REQUIRED_ENTRY_POINTS(GPUPOOL_CUDA_REQUIRED)
+          GPUPOOL_CUDA_OPTIONAL_ENTRY_POINTS(GPUPOOL_CUDA_OPTIONAL)
+#undef GPUPOOL_CUDA_OPTIONAL
+#undef GPUPOOL_CUDA_REQUIRED
   };
   absl::Status status =
       loader_internal::ResolveEntryPoints(source, lookup, entries);
-  if (!status.ok()) {
+  if (!status.ok()) return status;
+  runtime.source = std::string(source);
+  return runtime;
+}
+
+absl::StatusOr<CudaRuntime> ResolveCudaRuntime(absl::string_view source,
+                                               SymbolLookup lookup) {
+  absl::StatusOr<CudaRuntime> runtime = ResolveCudaRuntimeAsIs(source, lookup);
+  if (!runtime.ok()) {
     return FaultError(
         Fault::kCaller, absl::StatusCode::kUnavailable,
-        absl::StrCat(status.message(), "; set ", kCudaRuntimeEnvVar,
+        absl::StrCat(runtime.status().message(), "; set ", kCudaRuntimeEnvVar,
                      " to a CUDA 12 or 13 runtime (libcudart.so.13)"));
   }
-  runtime.source = std::string(source);
   return runtime;
 }
 

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/backends/loader/runtime_library.h"
+#include "src/backends/runtime/runtime_features.h"
 
 // The table resolves the plain names; per-thread-default-stream builds rename
 // them (cudaStreamQuery_ptsz) and would also change what the null stream means.
@@ -38,49 +39,57 @@
 namespace gpupool {
 namespace cuda_internal {
 
-// X(name): every entry point the backend needs. A runtime lacking one is
+// X(name): the entry points pooling needs (streams, events, memory, and the
+// device, error and capture-mode calls around them). A runtime lacking one is
 // refused as a whole (Unavailable naming it), never used in part.
-#define GPUPOOL_CUDA_ENTRY_POINTS(X)     \
-  X(cudaGetErrorName)                    \
-  X(cudaGetErrorString)                  \
-  X(cudaGetLastError)                    \
-  X(cudaDriverGetVersion)                \
-  X(cudaRuntimeGetVersion)               \
-  X(cudaGetDeviceCount)                  \
-  X(cudaGetDevice)                       \
-  X(cudaSetDevice)                       \
-  X(cudaDeviceGetStreamPriorityRange)    \
-  X(cudaDeviceGetAttribute)              \
-  X(cudaStreamCreateWithPriority)        \
-  X(cudaStreamDestroy)                   \
-  X(cudaStreamQuery)                     \
-  X(cudaStreamSynchronize)               \
-  X(cudaStreamIsCapturing)               \
-  X(cudaStreamGetCaptureInfo)            \
-  X(cudaStreamEndCapture)                \
-  X(cudaGraphDestroy)                    \
-  X(cudaStreamWaitEvent)                 \
-  X(cudaThreadExchangeStreamCaptureMode) \
-  X(cudaStreamSetAttribute)              \
-  X(cudaEventCreateWithFlags)            \
-  X(cudaEventDestroy)                    \
-  X(cudaEventRecord)                     \
-  X(cudaEventQuery)                      \
-  X(cudaEventSynchronize)                \
-  X(cudaMalloc)                          \
-  X(cudaFree)                            \
-  X(cudaHostAlloc)                       \
-  X(cudaFreeHost)                        \
-  X(cudaMemGetInfo)                      \
-  X(cudaIpcGetMemHandle)                 \
-  X(cudaIpcOpenMemHandle)                \
-  X(cudaIpcCloseMemHandle)
+#define GPUPOOL_CUDA_REQUIRED_ENTRY_POINTS(X) \
+  X(cudaGetErrorName)                         \
+  X(cudaGetErrorString)                       \
+  X(cudaGetLastError)                         \
+  X(cudaDriverGetVersion)                     \
+  X(cudaRuntimeGetVersion)                    \
+  X(cudaGetDeviceCount)                       \
+  X(cudaGetDevice)                            \
+  X(cudaSetDevice)                            \
+  X(cudaDeviceGetStreamPriorityRange)         \
+  X(cudaStreamCreateWithPriority)             \
+  X(cudaStreamDestroy)                        \
+  X(cudaStreamQuery)                          \
+  X(cudaStreamSynchronize)                    \
+  X(cudaStreamIsCapturing)                    \
+  X(cudaStreamEndCapture)                     \
+  X(cudaGraphDestroy)                         \
+  X(cudaStreamWaitEvent)                      \
+  X(cudaThreadExchangeStreamCaptureMode)      \
+  X(cudaEventCreateWithFlags)                 \
+  X(cudaEventDestroy)                         \
+  X(cudaEventRecord)                          \
+  X(cudaEventQuery)                           \
+  X(cudaEventSynchronize)                     \
+  X(cudaMalloc)                               \
+  X(cudaFree)                                 \
+  X(cudaHostAlloc)                            \
+  X(cudaFreeHost)                             \
+  X(cudaMemGetInfo)
+
+// X(name, feature): the entry points of one optional feature each
+// (src/backends/runtime/runtime_features.h). A runtime lacking one is still
+// used; its table holds null there, and the backend refuses that feature
+// alone (Unimplemented naming the entry point).
+#define GPUPOOL_CUDA_OPTIONAL_ENTRY_POINTS(X)    \
+  X(cudaStreamGetCaptureInfo, kCaptureInfo)      \
+  X(cudaDeviceGetAttribute, kAccessPolicyWindow) \
+  X(cudaStreamSetAttribute, kAccessPolicyWindow) \
+  X(cudaIpcGetMemHandle, kIpc)                   \
+  X(cudaIpcOpenMemHandle, kIpc)                  \
+  X(cudaIpcCloseMemHandle, kIpc)
 
 // The resolved entry points, each a pointer of the function's own type, and
 // where they came from.
 struct CudaRuntime {
-#define GPUPOOL_CUDA_FIELD(name) decltype(&::name) name = nullptr;
-  GPUPOOL_CUDA_ENTRY_POINTS(GPUPOOL_CUDA_FIELD)
+#define GPUPOOL_CUDA_FIELD(name, ...) decltype(&::name) name = nullptr;
+  GPUPOOL_CUDA_REQUIRED_ENTRY_POINTS(GPUPOOL_CUDA_FIELD)
+  GPUPOOL_CUDA_OPTIONAL_ENTRY_POINTS(GPUPOOL_CUDA_FIELD)
 #undef GPUPOOL_CUDA_FIELD
 
   // The library (or other source) the entry points were resolved from, for
@@ -93,7 +102,9 @@ inline constexpr char kCudaRuntimeEnvVar[] = "GPUPOOL_CUDA_RUNTIME";
 loader_internal::LibrarySearch CudaRuntimeSearch();
 
 // Resolves every entry point through `lookup`; `source` names it in errors and
-// becomes CudaRuntime::source. Unavailable naming each missing symbol.
+// becomes CudaRuntime::source. Unavailable naming each missing required
+// symbol, with a hint to point GPUPOOL_CUDA_RUNTIME elsewhere; a missing
+// optional one is left null.
 absl::StatusOr<CudaRuntime> ResolveCudaRuntime(
     absl::string_view source, loader_internal::SymbolLookup lookup);
 
@@ -101,6 +112,26 @@ absl::StatusOr<CudaRuntime> ResolveCudaRuntime(
 // OpenFile); Unavailable naming each missing symbol and the library.
 absl::StatusOr<CudaRuntime> LoadCudaRuntime(
     const loader_internal::RuntimeLibrary& library);
+
+// The same without the GPUPOOL_CUDA_RUNTIME hint: for an interposer, which
+// serves whatever runtime the program loaded.
+absl::StatusOr<CudaRuntime> ResolveCudaRuntimeAsIs(
+    absl::string_view source, loader_internal::SymbolLookup lookup);
+
+// The entry points of `feature` that `runtime` lacks, ", "-separated; empty
+// when it has them all.
+inline std::string MissingEntryPoints(const CudaRuntime& runtime,
+                                      runtime_internal::Feature feature) {
+  std::string missing;
+#define GPUPOOL_CUDA_MISSING(name, needed_by)            \
+  if (feature == runtime_internal::Feature::needed_by && \
+      runtime.name == nullptr) {                         \
+    runtime_internal::AppendMissing(&missing, #name);    \
+  }
+  GPUPOOL_CUDA_OPTIONAL_ENTRY_POINTS(GPUPOOL_CUDA_MISSING)
+#undef GPUPOOL_CUDA_MISSING
+  return missing;
+}
 
 // The process's table: installed by UseCudaRuntime, else loaded by the first
 // call from CudaRuntimeSearch(). The load's failure is kept and returned to

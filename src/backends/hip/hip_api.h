@@ -30,12 +30,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/strings/string_view.h"
 #include "src/backends/hip/hip_entry_points.h"
 #include "src/backends/hip/hip_errors.h"
 #include "src/backends/runtime/error_class.h"
+#include "src/backends/runtime/runtime_features.h"
 
 namespace gpupool {
 namespace hip_internal {
@@ -78,6 +80,12 @@ struct HipApi {
   static constexpr int kCuMaskStreamPriority = 0;
   static constexpr bool kCuMaskStreamNonBlocking = false;
   static constexpr bool kHasAccessPolicyWindow = false;
+
+  // --- Optional features (src/backends/runtime/runtime_features.h) ---------
+  static std::string MissingEntryPoints(runtime_internal::Feature feature) {
+    return hip_internal::MissingEntryPoints(Hip(), feature);
+  }
+  static const std::string& RuntimeSource() { return Hip().source; }
 
   // --- Errors ----------------------------------------------------------------
   static runtime_internal::ErrorClass Classify(

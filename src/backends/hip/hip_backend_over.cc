@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "gpupool/hip_backend.h"
 #include "src/backends/hip/hip_entry_points.h"
@@ -24,9 +25,11 @@ static_assert(hipEventInterprocess == 0x4);
 static_assert(hipErrorNotInitialized == 3);
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeHipBackendOver(
+    absl::string_view source,
     absl::FunctionRef<void*(const char* name)> lookup) {
-  absl::StatusOr<HipRuntime> runtime =
-      ResolveHipRuntime("the HIP runtime this program uses", lookup);
+  // Without ResolveHipRuntime's hint: the preload serves the runtime the
+  // program loaded, whatever GPUPOOL_HIP_RUNTIME says.
+  absl::StatusOr<HipRuntime> runtime = ResolveHipRuntimeAsIs(source, lookup);
   if (!runtime.ok()) return runtime.status();
   if (absl::Status status = UseHipRuntime(*std::move(runtime)); !status.ok()) {
     return status;

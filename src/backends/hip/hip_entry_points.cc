@@ -46,8 +46,10 @@ struct Fallback<const char* (*)(Args...)> {
 const HipRuntime& FallbackTable() {
   static const HipRuntime* const table = [] {
     auto* fallback = new HipRuntime;
-#define GPUPOOL_HIP_FALLBACK(name, type) fallback->name = &Fallback<type>::Call;
-    GPUPOOL_HIP_ENTRY_POINTS(GPUPOOL_HIP_FALLBACK)
+#define GPUPOOL_HIP_FALLBACK(name, type, ...) \
+  fallback->name = &Fallback<type>::Call;
+    GPUPOOL_HIP_REQUIRED_ENTRY_POINTS(GPUPOOL_HIP_FALLBACK)
+    GPUPOOL_HIP_OPTIONAL_ENTRY_POINTS(GPUPOOL_HIP_FALLBACK)
 #undef GPUPOOL_HIP_FALLBACK
     fallback->source = "no HIP runtime loaded";
     return fallback;
@@ -72,24 +74,35 @@ LibrarySearch HipRuntimeSearch() {
        "/opt/rocm/lib/libamdhip64.so.5"}};
 }
 
-absl::StatusOr<HipRuntime> ResolveHipRuntime(absl::string_view source,
-                                             SymbolLookup lookup) {
+absl::StatusOr<HipRuntime> ResolveHipRuntimeAsIs(absl::string_view source,
+                                                 SymbolLookup lookup) {
   HipRuntime runtime;
   const EntryPoint entries[] = {
-#define GPUPOOL_HIP_ENTRY(name, type) \
+#define GPUPOOL_HIP_REQUIRED(name, type) \
   {#name, reinterpret_cast<void**>(&runtime.name)},
-      GPUPOOL_HIP_ENTRY_POINTS(GPUPOOL_HIP_ENTRY)
-#undef GPUPOOL_HIP_ENTRY
+#define GPUPOOL_HIP_OPTIONAL(name, type, feature) \
+  {#name, reinterpret_cast<void**>(&runtime.name), /*optional=*/true},
+      GPUPOOL_HIP_REQUIRED_ENTRY_POINTS(GPUPOOL_HIP_REQUIRED)
+          GPUPOOL_HIP_OPTIONAL_ENTRY_POINTS(GPUPOOL_HIP_OPTIONAL)
+#undef GPUPOOL_HIP_OPTIONAL
+#undef GPUPOOL_HIP_REQUIRED
   };
   absl::Status status =
       loader_internal::ResolveEntryPoints(source, lookup, entries);
-  if (!status.ok()) {
+  if (!status.ok()) return status;
+  runtime.source = std::string(source);
+  return runtime;
+}
+
+absl::StatusOr<HipRuntime> ResolveHipRuntime(absl::string_view source,
+                                             SymbolLookup lookup) {
+  absl::StatusOr<HipRuntime> runtime = ResolveHipRuntimeAsIs(source, lookup);
+  if (!runtime.ok()) {
     return FaultError(
         Fault::kCaller, absl::StatusCode::kUnavailable,
-        absl::StrCat(status.message(), "; set ", kHipRuntimeEnvVar,
+        absl::StrCat(runtime.status().message(), "; set ", kHipRuntimeEnvVar,
                      " to a HIP 5 or 6 runtime (libamdhip64.so)"));
   }
-  runtime.source = std::string(source);
   return runtime;
 }
 

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "src/backends/loader/runtime_library.h"
+#include "src/backends/runtime/runtime_features.h"
 
 namespace gpupool {
 namespace hip_internal {
@@ -36,50 +37,61 @@ namespace hip_internal {
 using HipMallocFn = hipError_t (*)(void**, size_t);
 using HipHostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
 
-// X(name, type): every entry point the backend needs. A runtime lacking one is
-// refused as a whole (Unavailable naming it), never used in part.
-#define GPUPOOL_HIP_ENTRY_POINTS(X)                                          \
-  X(hipGetErrorName, decltype(&::hipGetErrorName))                           \
-  X(hipGetErrorString, decltype(&::hipGetErrorString))                       \
-  X(hipGetLastError, decltype(&::hipGetLastError))                           \
-  X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))                   \
-  X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))                 \
-  X(hipGetDeviceCount, decltype(&::hipGetDeviceCount))                       \
-  X(hipGetDevice, decltype(&::hipGetDevice))                                 \
-  X(hipSetDevice, decltype(&::hipSetDevice))                                 \
-  X(hipDeviceGetStreamPriorityRange,                                         \
-    decltype(&::hipDeviceGetStreamPriorityRange))                            \
-  X(hipStreamCreateWithPriority, decltype(&::hipStreamCreateWithPriority))   \
-  X(hipExtStreamCreateWithCUMask, decltype(&::hipExtStreamCreateWithCUMask)) \
-  X(hipStreamDestroy, decltype(&::hipStreamDestroy))                         \
-  X(hipStreamQuery, decltype(&::hipStreamQuery))                             \
-  X(hipStreamSynchronize, decltype(&::hipStreamSynchronize))                 \
-  X(hipStreamIsCapturing, decltype(&::hipStreamIsCapturing))                 \
-  X(hipStreamGetCaptureInfo, decltype(&::hipStreamGetCaptureInfo))           \
-  X(hipStreamEndCapture, decltype(&::hipStreamEndCapture))                   \
-  X(hipGraphDestroy, decltype(&::hipGraphDestroy))                           \
-  X(hipStreamWaitEvent, decltype(&::hipStreamWaitEvent))                     \
-  X(hipThreadExchangeStreamCaptureMode,                                      \
-    decltype(&::hipThreadExchangeStreamCaptureMode))                         \
-  X(hipEventCreateWithFlags, decltype(&::hipEventCreateWithFlags))           \
-  X(hipEventDestroy, decltype(&::hipEventDestroy))                           \
-  X(hipEventRecord, decltype(&::hipEventRecord))                             \
-  X(hipEventQuery, decltype(&::hipEventQuery))                               \
-  X(hipEventSynchronize, decltype(&::hipEventSynchronize))                   \
-  X(hipMalloc, HipMallocFn)                                                  \
-  X(hipFree, decltype(&::hipFree))                                           \
-  X(hipHostMalloc, HipHostMallocFn)                                          \
-  X(hipHostFree, decltype(&::hipHostFree))                                   \
-  X(hipMemGetInfo, decltype(&::hipMemGetInfo))                               \
-  X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle))                     \
-  X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle))                   \
-  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle))
+// X(name, type): the entry points pooling needs (streams, events, memory,
+// and the device, error and capture-mode calls around them). A runtime
+// lacking one is refused as a whole (Unavailable naming it), never used in
+// part.
+#define GPUPOOL_HIP_REQUIRED_ENTRY_POINTS(X)                               \
+  X(hipGetErrorName, decltype(&::hipGetErrorName))                         \
+  X(hipGetErrorString, decltype(&::hipGetErrorString))                     \
+  X(hipGetLastError, decltype(&::hipGetLastError))                         \
+  X(hipDriverGetVersion, decltype(&::hipDriverGetVersion))                 \
+  X(hipRuntimeGetVersion, decltype(&::hipRuntimeGetVersion))               \
+  X(hipGetDeviceCount, decltype(&::hipGetDeviceCount))                     \
+  X(hipGetDevice, decltype(&::hipGetDevice))                               \
+  X(hipSetDevice, decltype(&::hipSetDevice))                               \
+  X(hipDeviceGetStreamPriorityRange,                                       \
+    decltype(&::hipDeviceGetStreamPriorityRange))                          \
+  X(hipStreamCreateWithPriority, decltype(&::hipStreamCreateWithPriority)) \
+  X(hipStreamDestroy, decltype(&::hipStreamDestroy))                       \
+  X(hipStreamQuery, decltype(&::hipStreamQuery))                           \
+  X(hipStreamSynchronize, decltype(&::hipStreamSynchronize))               \
+  X(hipStreamIsCapturing, decltype(&::hipStreamIsCapturing))               \
+  X(hipStreamEndCapture, decltype(&::hipStreamEndCapture))                 \
+  X(hipGraphDestroy, decltype(&::hipGraphDestroy))                         \
+  X(hipStreamWaitEvent, decltype(&::hipStreamWaitEvent))                   \
+  X(hipThreadExchangeStreamCaptureMode,                                    \
+    decltype(&::hipThreadExchangeStreamCaptureMode))                       \
+  X(hipEventCreateWithFlags, decltype(&::hipEventCreateWithFlags))         \
+  X(hipEventDestroy, decltype(&::hipEventDestroy))                         \
+  X(hipEventRecord, decltype(&::hipEventRecord))                           \
+  X(hipEventQuery, decltype(&::hipEventQuery))                             \
+  X(hipEventSynchronize, decltype(&::hipEventSynchronize))                 \
+  X(hipMalloc, HipMallocFn)                                                \
+  X(hipFree, decltype(&::hipFree))                                         \
+  X(hipHostMalloc, HipHostMallocFn)                                        \
+  X(hipHostFree, decltype(&::hipHostFree))                                 \
+  X(hipMemGetInfo, decltype(&::hipMemGetInfo))
+
+// X(name, type, feature): the entry points of one optional feature each
+// (src/backends/runtime/runtime_features.h). A runtime lacking one is still
+// used; its table holds null there, and the backend refuses that feature
+// alone (Unimplemented naming the entry point).
+#define GPUPOOL_HIP_OPTIONAL_ENTRY_POINTS(X)                                 \
+  X(hipStreamGetCaptureInfo, decltype(&::hipStreamGetCaptureInfo),           \
+    kCaptureInfo)                                                            \
+  X(hipExtStreamCreateWithCUMask, decltype(&::hipExtStreamCreateWithCUMask), \
+    kCuMask)                                                                 \
+  X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle), kIpc)               \
+  X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle), kIpc)             \
+  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle), kIpc)
 
 // The resolved entry points, each a pointer of the function's own type, and
 // where they came from.
 struct HipRuntime {
-#define GPUPOOL_HIP_FIELD(name, type) type name = nullptr;
-  GPUPOOL_HIP_ENTRY_POINTS(GPUPOOL_HIP_FIELD)
+#define GPUPOOL_HIP_FIELD(name, type, ...) type name = nullptr;
+  GPUPOOL_HIP_REQUIRED_ENTRY_POINTS(GPUPOOL_HIP_FIELD)
+  GPUPOOL_HIP_OPTIONAL_ENTRY_POINTS(GPUPOOL_HIP_FIELD)
 #undef GPUPOOL_HIP_FIELD
 
   // The library (or other source) the entry points were resolved from, for
@@ -92,7 +104,9 @@ inline constexpr char kHipRuntimeEnvVar[] = "GPUPOOL_HIP_RUNTIME";
 loader_internal::LibrarySearch HipRuntimeSearch();
 
 // Resolves every entry point through `lookup`; `source` names it in errors and
-// becomes HipRuntime::source. Unavailable naming each missing symbol.
+// becomes HipRuntime::source. Unavailable naming each missing required
+// symbol, with a hint to point GPUPOOL_HIP_RUNTIME elsewhere; a missing
+// optional one is left null.
 absl::StatusOr<HipRuntime> ResolveHipRuntime(
     absl::string_view source, loader_internal::SymbolLookup lookup);
 
@@ -100,6 +114,26 @@ absl::StatusOr<HipRuntime> ResolveHipRuntime(
 // OpenFile); Unavailable naming each missing symbol and the library.
 absl::StatusOr<HipRuntime> LoadHipRuntime(
     const loader_internal::RuntimeLibrary& library);
+
+// The same without the GPUPOOL_HIP_RUNTIME hint: for an interposer, which
+// serves whatever runtime the program loaded.
+absl::StatusOr<HipRuntime> ResolveHipRuntimeAsIs(
+    absl::string_view source, loader_internal::SymbolLookup lookup);
+
+// The entry points of `feature` that `runtime` lacks, ", "-separated; empty
+// when it has them all.
+inline std::string MissingEntryPoints(const HipRuntime& runtime,
+                                      runtime_internal::Feature feature) {
+  std::string missing;
+#define GPUPOOL_HIP_MISSING(name, type, needed_by)       \
+  if (feature == runtime_internal::Feature::needed_by && \
+      runtime.name == nullptr) {                         \
+    runtime_internal::AppendMissing(&missing, #name);    \
+  }
+  GPUPOOL_HIP_OPTIONAL_ENTRY_POINTS(GPUPOOL_HIP_MISSING)
+#undef GPUPOOL_HIP_MISSING
+  return missing;
+}
 
 // The process's table: installed by UseHipRuntime, else loaded by the first
 // call from HipRuntimeSearch(). The load's failure is kept and returned to

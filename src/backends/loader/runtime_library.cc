@@ -122,7 +122,9 @@ absl::Status ResolveEntryPoints(absl::string_view source, SymbolLookup lookup,
   std::vector<absl::string_view> missing;
   for (size_t i = 0; i < entries.size(); ++i) {
     found[i] = lookup(entries[i].name);
-    if (found[i] == nullptr) missing.push_back(entries[i].name);
+    if (found[i] == nullptr && !entries[i].optional) {
+      missing.push_back(entries[i].name);
+    }
   }
   if (!missing.empty()) {
     return Unavailable(absl::StrCat(

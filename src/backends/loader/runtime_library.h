@@ -25,12 +25,15 @@
 //                    dependencies only: it returns the library's own
 //                    definition, never one an LD_PRELOAD interposer exports
 //                    under the same name.
-//   EntryPoint       one named function and the slot its address goes to.
+//   EntryPoint       one named function, the slot its address goes to, and
+//                    whether it is optional (a feature's, not pooling's).
 //   ResolveEntryPoints(source, lookup, entries)
 //                    fills every slot through `lookup` (a RuntimeLibrary's
 //                    FindSymbol, or e.g. dlsym(RTLD_NEXT, name) in an
 //                    interposer); fails with Unavailable naming every missing
-//                    symbol and `source`, and then leaves no slot written.
+//                    required symbol and `source`, and then leaves no slot
+//                    written. A missing optional symbol leaves its slot null:
+//                    the backend then refuses that feature alone.
 //
 // Every failure is absl::StatusCode::kUnavailable with fault kCaller: the
 // runtime cannot be used in this process, nothing was created, and the message
@@ -73,10 +76,12 @@ struct LibrarySearch {
   std::vector<std::string> candidates;
 };
 
-// One entry point: the exported name and where its address is stored.
+// One entry point: the exported name and where its address is stored. An
+// optional one may be absent (its slot is then null); a required one may not.
 struct EntryPoint {
   const char* name;
   void** slot;
+  bool optional = false;
 };
 
 // Looks up one exported symbol; returns null when it is absent.
@@ -118,9 +123,11 @@ class GPUPOOL_EXPORT RuntimeLibrary {
   std::string runtime_;
 };
 
-// Fills each entry's slot with lookup(entry.name). When any is missing, fails
-// with Unavailable "<source> lacks <names> (...)" and writes no slot. `source`
-// names where the symbols came from ("CUDA runtime /usr/lib/libcudart.so.13").
+// Fills each entry's slot with lookup(entry.name) (null for an optional entry
+// the lookup does not find). When a required one is missing, fails with
+// Unavailable "<source> lacks <names> (...)" naming every missing required
+// entry, and writes no slot. `source` names where the symbols came from ("the
+// CUDA runtime /usr/lib/libcudart.so.13").
 GPUPOOL_EXPORT absl::Status ResolveEntryPoints(
     absl::string_view source, SymbolLookup lookup,
     absl::Span<const EntryPoint> entries);

@@ -10,12 +10,15 @@
 // structs (src/backends/cuda/cuda_api.h, src/backends/hip/hip_api.h) do.
 //
 // Thread safety: RuntimeBackend holds no lock. Its only mutable state is a
-// per-device cache of "does this device support an L2 access-policy window",
-// kept in atomics whose racing initialisations compute the same value.
+// per-device cache of "does this device support an L2 access-policy window"
+// (runtime_access_policy.h), kept in atomics whose racing initialisations
+// compute the same value.
 //
 // Its helpers: runtime_status.h (the error choke point), runtime_guards.h
 // (current device, Relaxed capture mode), runtime_checks.h (CU mask and
-// priority checks), runtime_ipc.h (the IPC primitives, its base class).
+// priority checks), runtime_features.h (optional features: what a runtime
+// without their entry points answers), runtime_access_policy.h (the L2
+// window reset), runtime_ipc.h (the IPC primitives, its base class).
 //
 // The Api traits struct must provide (every function is a static forward that
 // returns Api::Error):
@@ -47,6 +50,9 @@
 //              MemGetInfo(size_t* free, size_t* total)
 //   ipc        IpcMemHandle, kIpcMemLazyEnablePeerAccess, IpcGetMemHandle,
 //              IpcOpenMemHandle, IpcCloseMemHandle (runtime_ipc.h)
+//   features   MissingEntryPoints(Feature), RuntimeSource()
+//              (runtime_features.h): which optional entry points the loaded
+//              runtime lacks (capture info, IPC, L2 window, CU mask)
 //   optional   kSupportsCuMask; when true also kCuMaskStreamPriority,
 //              kCuMaskStreamNonBlocking (what the CU-mask create call gives)
 //              and ExtStreamCreateWithCuMask(Stream*, uint32_t,
@@ -59,7 +65,6 @@
 #define GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_BACKEND_H_
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -76,6 +81,7 @@
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "src/backends/runtime/error_class.h"
+#include "src/backends/runtime/runtime_access_policy.h"
 #include "src/backends/runtime/runtime_capture.h"
 #include "src/backends/runtime/runtime_checks.h"
 #include "src/backends/runtime/runtime_guards.h"
@@ -268,16 +274,12 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
     return absl::OkStatus();
   }
 
+  // The L2 access-policy window (runtime_access_policy.h); nothing to reset
+  // on a runtime whose streams carry none.
   absl::Status ResetStreamAttributes(int device, NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
     if constexpr (Api::kHasAccessPolicyWindow) {
-      absl::StatusOr<bool> supported = AccessPolicyWindowSupported(device);
-      if (!supported.ok()) return supported.status();
-      // Devices without persisting L2 cannot have a window set; skipping them
-      // avoids an error that would otherwise discard every returned stream.
-      if (!*supported) return absl::OkStatus();
-      return ToStatus(Api::ClearAccessPolicyWindow(ToStream(stream)),
-                      "StreamSetAttribute", device);
+      return access_policy_.Reset(device, ToStream(stream));
     } else {
       (void)stream;
       return absl::OkStatus();
@@ -285,14 +287,10 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
   }
 
   // Asked once per pool shard, so that pools skip the reset call where it
-  // could only be a no-op: a window exists only on a runtime that has one
-  // (CUDA, not HIP) and a device with persisting L2. A failed attribute query
-  // answers true: the reset at return then reports the runtime's error.
+  // could only be a no-op (a runtime or device without the window).
   bool HasResettableStreamAttributes(int device) override {
     if constexpr (Api::kHasAccessPolicyWindow) {
-      if (!CheckDevice(device).ok()) return false;
-      absl::StatusOr<bool> supported = AccessPolicyWindowSupported(device);
-      return !supported.ok() || *supported;
+      return CheckDevice(device).ok() && access_policy_.Resettable(device);
     } else {
       (void)device;
       return false;
@@ -439,9 +437,6 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
   }
 
  private:
-  // Per-device answer to "can a stream carry an access-policy window".
-  enum : int { kPolicyUnknown = 0, kPolicySupported = 1, kPolicyAbsent = 2 };
-
   explicit RuntimeBackend(int device_count)
       : RuntimeIpc<Api>(device_count),
         device_count_(device_count),
@@ -451,11 +446,7 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
         event_not_ready_(RuntimeStatus<Api>::ErrorToStatus(
             Api::kErrorNotReady, "EventQuery", kNoDevice,
             CallKind::kCompletion)),
-        access_policy_(new std::atomic<int>[device_count]) {
-    for (int i = 0; i < device_count; ++i) {
-      access_policy_[i].store(kPolicyUnknown, std::memory_order_relaxed);
-    }
-  }
+        access_policy_(device_count) {}
 
   static Stream ToStream(NativeStream stream) {
     return static_cast<Stream>(stream);
@@ -466,27 +457,10 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
     return CheckDeviceRange<Api>(device, device_count_);
   }
 
-  absl::StatusOr<bool> AccessPolicyWindowSupported(int device) {
-    std::atomic<int>& state = access_policy_[device];
-    const int known = state.load(std::memory_order_relaxed);
-    if (ABSL_PREDICT_TRUE(known != kPolicyUnknown)) {
-      return known == kPolicySupported;
-    }
-    int max_bytes = 0;
-    absl::Status status =
-        ToStatus(Api::MaxAccessPolicyWindowBytes(device, &max_bytes),
-                 "DeviceGetAttribute", device);
-    if (!status.ok()) return status;
-    // Racing first callers compute the same answer; either store wins.
-    state.store(max_bytes > 0 ? kPolicySupported : kPolicyAbsent,
-                std::memory_order_relaxed);
-    return max_bytes > 0;
-  }
-
   const int device_count_;
   const absl::Status stream_not_ready_;
   const absl::Status event_not_ready_;
-  const std::unique_ptr<std::atomic<int>[]> access_policy_;
+  AccessPolicyWindowReset<Api> access_policy_;
 };
 
 }  // namespace runtime_internal

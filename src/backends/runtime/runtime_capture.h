@@ -6,7 +6,9 @@
 //   StreamGetCaptureInfo(Stream, CaptureStatus*, unsigned long long* id)
 //     forwarding to cudaStreamGetCaptureInfo / hipStreamGetCaptureInfo, which
 //     never invalidate a capture (they only read the stream's state) and so
-//     need no Relaxed-mode guard.
+//     need no Relaxed-mode guard. An optional feature (runtime_features.h,
+//     Feature::kCaptureInfo): without it GetCaptureInfo is Unimplemented
+//     naming the entry point, and callers fall back to the capture status.
 //
 // Thread safety: stateless.
 #ifndef GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_CAPTURE_H_
@@ -17,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
+#include "src/backends/runtime/runtime_features.h"
 #include "src/backends/runtime/runtime_status.h"
 
 namespace gpupool {
@@ -37,6 +40,11 @@ struct RuntimeCapture {
   // reports id 0.
   static absl::StatusOr<CaptureInfo> GetCaptureInfo(
       int device, typename Api::Stream stream) {
+    if (absl::Status has = RequireFeature<Api>(Feature::kCaptureInfo,
+                                               "StreamGetCaptureInfo", device);
+        !has.ok()) {
+      return has;
+    }
     typename Api::CaptureStatus capture = Api::kCaptureStatusNone;
     unsigned long long id = 0;  // NOLINT(runtime/int): the runtimes' type
     absl::Status status = RuntimeStatus<Api>::ToStatus(

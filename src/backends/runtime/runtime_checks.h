@@ -1,7 +1,8 @@
 // Argument checks RuntimeBackend<Api> makes before it creates a stream: a CU
-// mask only where the runtime has one and with the flags its create call
-// gives, a priority inside the device's range. Runtimes clamp or ignore
-// silently; these refuse, so a pool key always describes its stream.
+// mask only where the runtime has one (and the entry point for it) and with
+// the flags its create call gives, a priority inside the device's range.
+// Runtimes clamp or ignore silently; these refuse, so a pool key always
+// describes its stream.
 //
 // Thread safety: stateless.
 #ifndef GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_CHECKS_H_
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gpupool/backend.h"
+#include "src/backends/runtime/runtime_features.h"
 #include "src/backends/runtime/runtime_status.h"
 
 namespace gpupool {
@@ -62,7 +64,10 @@ absl::Status CheckCuMask(int device, const StreamConfig& config) {
               ", priority=", Api::kCuMaskStreamPriority, " (device ", device,
               ", ", config.ToString(), ")"));
     }
-    return absl::OkStatus();
+    // An optional entry point (runtime_features.h): a runtime without it
+    // still serves streams without a mask.
+    return RequireFeature<Api>(Feature::kCuMask, "ExtStreamCreateWithCUMask",
+                               device);
   }
 }
 

@@ -8,6 +8,8 @@
 //   kIpcMemLazyEnablePeerAccess, IpcGetMemHandle(IpcMemHandle*, void*),
 //   IpcOpenMemHandle(void**, IpcMemHandle, unsigned flags),
 //   IpcCloseMemHandle(void*).
+// They are an optional feature (runtime_features.h, Feature::kIpc): on a
+// runtime without them each call is Unimplemented naming what is missing.
 //
 // Runtime semantics (docs/backends.md, "IPC", has the sources): a handle
 // names the allocation's base; a re-open in one context returns the same
@@ -27,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "gpupool/backend.h"
 #include "src/backends/runtime/runtime_checks.h"
+#include "src/backends/runtime/runtime_features.h"
 #include "src/backends/runtime/runtime_guards.h"
 #include "src/backends/runtime/runtime_status.h"
 
@@ -43,6 +46,11 @@ class RuntimeIpc : public Backend {
     if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
         !valid.ok()) {
       return valid;
+    }
+    if (absl::Status has =
+            RequireFeature<Api>(Feature::kIpc, "IpcGetMemHandle", device);
+        !has.ok()) {
+      return has;
     }
     if (ptr == nullptr) return NullPointer("IpcGetMemHandle", device);
     CurrentDeviceGuard<Api> guard(device);
@@ -65,6 +73,11 @@ class RuntimeIpc : public Backend {
         !valid.ok()) {
       return valid;
     }
+    if (absl::Status has =
+            RequireFeature<Api>(Feature::kIpc, "IpcOpenMemHandle", device);
+        !has.ok()) {
+      return has;
+    }
     CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
     RelaxedCaptureMode<Api> relaxed(device);
@@ -83,6 +96,11 @@ class RuntimeIpc : public Backend {
     if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
         !valid.ok()) {
       return valid;
+    }
+    if (absl::Status has =
+            RequireFeature<Api>(Feature::kIpc, "IpcCloseMemHandle", device);
+        !has.ok()) {
+      return has;
     }
     if (ptr == nullptr) return NullPointer("IpcCloseMemHandle", device);
     CurrentDeviceGuard<Api> guard(device);

@@ -5,7 +5,9 @@
 // ints). Loaded through GPUPOOL_CUDA_RUNTIME / GPUPOOL_HIP_RUNTIME, it lets
 // tests/backends/loader/runtime_loader_test.cc run the backend end to end,
 // through the dynamic loader, with no GPU and no vendor library. Built with
-// GPUPOOL_FAKE_OMIT_WAIT_EVENT it lacks one entry point (a "too old" runtime).
+// GPUPOOL_FAKE_OMIT_WAIT_EVENT it lacks one entry point (a "too old" runtime);
+// built with GPUPOOL_FAKE_OMIT_OPTIONAL it lacks every optional one (capture
+// info, the L2 window attributes, CU masks, IPC): a runtime still pooled.
 //
 // Single-threaded use only (the tests drive it from one thread), except the
 // capture mode, which is per thread as in the real runtimes.
@@ -143,7 +145,7 @@ FAKE_API int FAKE(DeviceGetStreamPriorityRange)(int* least, int* greatest) {
   *greatest = S().greatest_priority;
   return Count(gpupool_fake::kSuccess);
 }
-#ifndef GPUPOOL_FAKE_HIP
+#if !defined(GPUPOOL_FAKE_HIP) && !defined(GPUPOOL_FAKE_OMIT_OPTIONAL)
 FAKE_API int cudaDeviceGetAttribute(int* value, int /*attribute*/,
                                     int /*device*/) {
   *value = S().max_window_bytes;
@@ -165,7 +167,7 @@ FAKE_API int FAKE(StreamCreateWithPriority)(void** stream, unsigned flags,
   ++S().live_streams;
   return Count(gpupool_fake::kSuccess);
 }
-#ifdef GPUPOOL_FAKE_HIP
+#if defined(GPUPOOL_FAKE_HIP) && !defined(GPUPOOL_FAKE_OMIT_OPTIONAL)
 FAKE_API int hipExtStreamCreateWithCUMask(void** stream, uint32_t words,
                                           const uint32_t* mask) {
   if (words == 0 || mask == nullptr) return Count(gpupool_fake::kInvalidValue);
@@ -194,6 +196,7 @@ FAKE_API int FAKE(StreamIsCapturing)(void* /*stream*/, int* status) {
   *status = S().capture_status;
   return Count(gpupool_fake::kSuccess);
 }
+#ifndef GPUPOOL_FAKE_OMIT_OPTIONAL
 // The capture's id is scripted (capture_id); it is reported only while the
 // status is Active, as the runtimes do. CUDA 13 spells seven arguments, HIP's
 // hipStreamGetCaptureInfo three.
@@ -213,6 +216,7 @@ FAKE_API int FAKE(StreamGetCaptureInfo)(void* /*stream*/, int* status,
   }
   return Count(gpupool_fake::kSuccess);
 }
+#endif  // GPUPOOL_FAKE_OMIT_OPTIONAL
 FAKE_API int FAKE(StreamEndCapture)(void* /*stream*/, void** graph) {
   *graph = nullptr;
   if (S().end_capture_yields_graph) {
@@ -241,7 +245,7 @@ FAKE_API int FAKE(ThreadExchangeStreamCaptureMode)(int* mode) {
   *mode = previous;
   return Count(gpupool_fake::kSuccess);
 }
-#ifndef GPUPOOL_FAKE_HIP
+#if !defined(GPUPOOL_FAKE_HIP) && !defined(GPUPOOL_FAKE_OMIT_OPTIONAL)
 FAKE_API int cudaStreamSetAttribute(void* /*stream*/, int /*attribute*/,
                                     const void* /*value*/) {
   ++S().windows_cleared;
@@ -319,6 +323,8 @@ FAKE_API int FAKE(MemGetInfo)(size_t* free_bytes, size_t* total_bytes) {
 
 // --- Interprocess memory -----------------------------------------------------
 
+#ifndef GPUPOOL_FAKE_OMIT_OPTIONAL
+
 struct FakeIpcHandle {
   unsigned char reserved[64];
 };
@@ -346,3 +352,4 @@ FAKE_API int FAKE(IpcCloseMemHandle)(void* ptr) {
   ++S().ipc_closes;
   return Count(gpupool_fake::kSuccess);
 }
+#endif  // GPUPOOL_FAKE_OMIT_OPTIONAL

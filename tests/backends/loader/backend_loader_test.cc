@@ -52,6 +52,7 @@ using Runtime = hip_internal::HipRuntime;
 constexpr char kEnvVar[] = "GPUPOOL_HIP_RUNTIME";
 constexpr char kFake[] = GPUPOOL_FAKE_AMDHIP64;
 constexpr char kFakeOld[] = GPUPOOL_FAKE_AMDHIP64_OLD;
+constexpr char kFakeMinimal[] = GPUPOOL_FAKE_AMDHIP64_MINIMAL;
 constexpr char kPrefix[] = "hip";
 absl::StatusOr<std::unique_ptr<Backend>> Make() { return MakeHipBackend(); }
 absl::StatusOr<const Runtime*> Process() {
@@ -81,6 +82,7 @@ using Runtime = cuda_internal::CudaRuntime;
 constexpr char kEnvVar[] = "GPUPOOL_CUDA_RUNTIME";
 constexpr char kFake[] = GPUPOOL_FAKE_CUDART;
 constexpr char kFakeOld[] = GPUPOOL_FAKE_CUDART_OLD;
+constexpr char kFakeMinimal[] = GPUPOOL_FAKE_CUDART_MINIMAL;
 constexpr char kPrefix[] = "cuda";
 absl::StatusOr<std::unique_ptr<Backend>> Make() { return MakeCudaBackend(); }
 absl::StatusOr<const Runtime*> Process() {
@@ -412,6 +414,94 @@ TEST_F(BackendLoaderChoiceTest, AMissingEntryPointIsUnavailableNamingIt) {
       },
       ::testing::ExitedWithCode(0),
       "lacks " + Name("StreamWaitEvent") + ".*set " + std::string(kEnvVar));
+}
+
+// What a runtime without the optional entry points gives: "" when pooling
+// works and each optional feature alone is Unimplemented naming the entry
+// point it lacks; otherwise the first difference.
+std::string CheckWithoutOptionalEntryPoints() {
+  absl::StatusOr<std::unique_ptr<Backend>> made = Make();
+  if (!made.ok()) return "factory: " + made.status().ToString();
+  Backend& backend = **made;
+  auto missing = [](const absl::Status& status,
+                    const std::string& entry_point) -> std::string {
+    if (status.code() == Code::kUnimplemented &&
+        FaultOf(status) == Fault::kCaller &&
+        status.message().find(kFakeMinimal) != absl::string_view::npos &&
+        status.message().find("lacks ") != absl::string_view::npos &&
+        status.message().find(entry_point) != absl::string_view::npos) {
+      return "";
+    }
+    return "expected Unimplemented naming " + entry_point + ", got " +
+           status.ToString();
+  };
+  StreamPool pool(backend);
+  absl::StatusOr<PooledStream> stream = pool.Acquire(0);
+  if (!stream.ok()) return "acquire: " + stream.status().ToString();
+  absl::StatusOr<NativeEvent> event = backend.CreateEvent(0, {});
+  if (!event.ok()) return "event: " + event.status().ToString();
+  if (!backend.RecordEvent(0, *event, stream->get()).ok() ||
+      !backend.DestroyEvent(0, *event).ok()) {
+    return "event use failed";
+  }
+  absl::StatusOr<void*> memory = backend.Allocate(0, 64, MemoryKind::kDevice);
+  if (!memory.ok()) return "allocate: " + memory.status().ToString();
+  int local = 0;
+  for (const std::string& error :
+       {missing(backend.GetIpcHandle(0, *memory).status(),
+                Name("IpcGetMemHandle")),
+        missing(backend.OpenIpcHandle(0, IpcMemHandle{}).status(),
+                Name("IpcGetMemHandle")),
+        missing(backend.CloseIpcHandle(0, &local), Name("IpcCloseMemHandle")),
+        missing(backend.GetCaptureInfo(0, stream->get()).status(),
+                Name("StreamGetCaptureInfo"))}) {
+    if (!error.empty()) return error;
+  }
+  if (!backend.Free(0, *memory, MemoryKind::kDevice).ok()) return "free";
+  absl::StatusOr<CaptureStatus> capture =
+      backend.GetCaptureStatus(0, stream->get());
+  if (!capture.ok() || *capture != CaptureStatus::kNone) {
+    return "the capture status no longer answers";
+  }
+  if (backend.HasResettableStreamAttributes(0)) {
+    return "resettable attributes without the entry points";
+  }
+#ifdef GPUPOOL_LOADER_TEST_HIP
+  StreamConfig masked;
+  masked.cu_mask = {0x3u};
+  masked.non_blocking = false;
+  if (std::string error = missing(backend.CreateStream(0, masked).status(),
+                                  "hipExtStreamCreateWithCUMask");
+      !error.empty()) {
+    return error;
+  }
+#else
+  if (std::string error =
+          missing(backend.ResetStreamAttributes(0, stream->get()),
+                  "cudaDeviceGetAttribute, cudaStreamSetAttribute");
+      !error.empty()) {
+    return error;
+  }
+#endif
+  stream->Release();
+  absl::StatusOr<PooledStream> again = pool.Acquire(0);
+  if (!again.ok()) return "second acquire: " + again.status().ToString();
+  const StreamPoolStats stats = pool.GetStats();
+  if (stats.created != 1 || stats.reused != 1) return "the pool did not reuse";
+  return "";
+}
+
+TEST_F(BackendLoaderChoiceTest, WithoutOptionalEntryPointsPoolingStillWorks) {
+  EXPECT_EXIT(
+      {
+        setenv(kEnvVar, kFakeMinimal, 1);
+        const std::string error = CheckWithoutOptionalEntryPoints();
+        std::fprintf(stderr, "optional: %s\n",
+                     error.empty() ? "ok" : error.c_str());
+        std::fflush(stderr);
+        std::_Exit(error.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "optional: ok");
 }
 
 TEST_F(BackendLoaderChoiceTest, AHandedOverTableIsUsedInsteadOfTheVariable) {

@@ -177,6 +177,41 @@ TEST(RuntimeLibraryTest, AMissingEntryPointIsNamedAndNoSlotIsWritten) {
   EXPECT_EQ(nope, &sentinel);
 }
 
+TEST(RuntimeLibraryTest, AMissingOptionalEntryPointLeavesItsSlotNull) {
+  absl::StatusOr<RuntimeLibrary> library =
+      RuntimeLibrary::OpenFile("CUDA", kFakeMissingSymbol, "");
+  ASSERT_TRUE(library.ok()) << library.status();
+  int sentinel = 0;
+  void* count = nullptr;
+  void* wait = &sentinel;
+  void* nope = &sentinel;
+  const EntryPoint entries[] = {{"cudaGetDeviceCount", &count},
+                                {"cudaStreamWaitEvent", &wait, true},
+                                {"cudaNoSuchFunction", &nope, true}};
+  ASSERT_TRUE(library->Resolve(entries).ok());
+  EXPECT_EQ(count, library->FindSymbol("cudaGetDeviceCount"));
+  EXPECT_NE(count, nullptr);
+  EXPECT_EQ(wait, nullptr);
+  EXPECT_EQ(nope, nullptr);
+}
+
+TEST(RuntimeLibraryTest, AMissingRequiredEntryPointIsNamedWithoutTheOptional) {
+  absl::StatusOr<RuntimeLibrary> library =
+      RuntimeLibrary::OpenFile("CUDA", kFakeMissingSymbol, "");
+  ASSERT_TRUE(library.ok()) << library.status();
+  int sentinel = 0;
+  void* wait = &sentinel;
+  void* nope = &sentinel;
+  const EntryPoint entries[] = {{"cudaStreamWaitEvent", &wait},
+                                {"cudaNoSuchFunction", &nope, true}};
+  const absl::Status status = library->Resolve(entries);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(Message(status), AllOf(HasSubstr("lacks cudaStreamWaitEvent "),
+                                     Not(HasSubstr("cudaNoSuchFunction"))));
+  EXPECT_EQ(wait, &sentinel);
+  EXPECT_EQ(nope, &sentinel);
+}
+
 TEST(RuntimeLibraryTest, ResolveEntryPointsTakesAnyLookup) {
   // What an interposer does with dlsym(RTLD_NEXT, name).
   static int target = 0;

@@ -24,12 +24,15 @@
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "src/backends/runtime/error_class.h"
+#include "src/backends/runtime/runtime_features.h"
 
 namespace gpupool {
 namespace {
 
 using ::gpupool::runtime_internal::CallKind;
 using ::gpupool::runtime_internal::ErrorClass;
+using ::gpupool::runtime_internal::Feature;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using Code = absl::StatusCode;
 
@@ -86,6 +89,10 @@ struct FakeRuntime {
   static inline unsigned long long capture_id = 0;  // NOLINT(runtime/int)
   static inline FakeError last_error = kFakeSuccess;
   static inline int max_window_bytes = 0;
+  // Per optional feature (runtime_features.h), the entry point the fake
+  // runtime lacks; null when it has them all.
+  static inline const char* missing[static_cast<int>(Feature::kCuMask) + 1] =
+      {};
 
   // What the runtime observed.
   static inline int streams_created = 0;
@@ -121,6 +128,7 @@ struct FakeRuntime {
     capture_id = 0;
     last_error = kFakeSuccess;
     max_window_bytes = 0;
+    for (const char*& name : missing) name = nullptr;
     streams_created = cu_mask_streams_created = events_created = 0;
     graphs_destroyed = attribute_queries = windows_cleared = 0;
     is_capturing_calls = 0;
@@ -200,6 +208,16 @@ struct FakeApi {
     return error == kFakeNoDevice ? "no fake device" : ErrorName(error);
   }
   static Error GetLastError() { return std::exchange(R::last_error, kSuccess); }
+
+  static std::string MissingEntryPoints(Feature feature) {
+    const char* name = R::missing[static_cast<int>(feature)];
+    return name != nullptr ? name : "";
+  }
+  static const std::string& RuntimeSource() {
+    static const std::string* const source =
+        new std::string("the fake runtime libfake.so");
+    return *source;
+  }
 
   static Error GetDeviceCount(int* count) {
     *count = R::device_count;
@@ -923,6 +941,108 @@ TEST_F(RuntimeTemplateTest, IpcErrorsGoThroughTheChokePoint) {
             Code::kInvalidArgument);
   EXPECT_EQ(backend_->CloseIpcHandle(2, &forged).code(),
             Code::kInvalidArgument);
+}
+
+// --- Optional features: a runtime lacking their entry points ---------------
+
+void SetMissing(Feature feature, const char* entry_point) {
+  FakeRuntime::missing[static_cast<int>(feature)] = entry_point;
+}
+
+// Unimplemented, fault kCaller, naming the runtime and `entry_point`.
+void ExpectMissing(const absl::Status& status, const char* entry_point) {
+  EXPECT_EQ(status.code(), Code::kUnimplemented) << status;
+  EXPECT_EQ(FaultOf(status), Fault::kCaller);
+  EXPECT_THAT(std::string(status.message()),
+              AllOf(HasSubstr("the fake runtime libfake.so lacks"),
+                    HasSubstr(entry_point)));
+}
+
+// Streams, events and memory through the backend and a pool over it: what
+// pooling needs, whatever optional feature is missing.
+void ExpectPoolingWorks(Backend& backend) {
+  absl::StatusOr<NativeStream> stream = backend.CreateStream(1, {});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_TRUE(backend.QueryStream(1, *stream).ok());
+  absl::StatusOr<NativeEvent> event = backend.CreateEvent(1, {});
+  ASSERT_TRUE(event.ok()) << event.status();
+  EXPECT_TRUE(backend.RecordEvent(1, *event, *stream).ok());
+  EXPECT_TRUE(backend.QueryEvent(1, *event).ok());
+  EXPECT_TRUE(backend.DestroyEvent(1, *event).ok());
+  EXPECT_TRUE(backend.DestroyStream(1, *stream).ok());
+  absl::StatusOr<void*> memory = backend.Allocate(1, 64, MemoryKind::kDevice);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_TRUE(backend.Free(1, *memory, MemoryKind::kDevice).ok());
+  StreamPool pool(backend);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<PooledStream> pooled = pool.Acquire(0);
+    ASSERT_TRUE(pooled.ok()) << pooled.status();
+  }
+  const PoolStats stats = pool.GetStats();
+  EXPECT_EQ(stats.created, 1);
+  EXPECT_EQ(stats.reused, 2);
+}
+
+TEST_F(RuntimeTemplateTest, WithoutIpcEntryPointsOnlyIpcIsUnimplemented) {
+  SetMissing(Feature::kIpc, "fakeIpcOpenMemHandle");
+  int storage = 0;
+  ExpectMissing(backend_->GetIpcHandle(0, &storage).status(),
+                "fakeIpcOpenMemHandle");
+  ExpectMissing(backend_->OpenIpcHandle(0, IpcMemHandle{}).status(),
+                "fakeIpcOpenMemHandle");
+  ExpectMissing(backend_->CloseIpcHandle(0, &storage), "fakeIpcOpenMemHandle");
+  EXPECT_EQ(FakeRuntime::device_at_last_call, -1);  // no runtime call made
+  // The device range is still checked first.
+  EXPECT_EQ(backend_->GetIpcHandle(5, &storage).status().code(),
+            Code::kInvalidArgument);
+  ExpectPoolingWorks(*backend_);
+}
+
+TEST_F(RuntimeTemplateTest, WithoutCaptureInfoTheCaptureStatusStillAnswers) {
+  SetMissing(Feature::kCaptureInfo, "fakeStreamGetCaptureInfo");
+  NativeStream stream = NewStream(0);
+  FakeRuntime::capture_status = kFakeActive;
+  ExpectMissing(backend_->GetCaptureInfo(0, stream).status(),
+                "fakeStreamGetCaptureInfo");
+  EXPECT_EQ(FakeRuntime::is_capturing_calls, 0);
+  absl::StatusOr<CaptureStatus> capture = backend_->GetCaptureStatus(0, stream);
+  ASSERT_TRUE(capture.ok()) << capture.status();
+  EXPECT_EQ(*capture, CaptureStatus::kActive);
+  FakeRuntime::capture_status = kFakeNone;
+  EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
+  ExpectPoolingWorks(*backend_);
+}
+
+TEST_F(RuntimeTemplateTest, WithoutWindowEntryPointsNoResetIsAsked) {
+  SetMissing(Feature::kAccessPolicyWindow, "fakeStreamSetAttribute");
+  FakeRuntime::max_window_bytes = 1 << 20;  // the device would have one
+  EXPECT_FALSE(backend_->HasResettableStreamAttributes(0));
+  NativeStream stream = NewStream(0);
+  ExpectMissing(backend_->ResetStreamAttributes(0, stream),
+                "fakeStreamSetAttribute");
+  EXPECT_EQ(FakeRuntime::attribute_queries, 0);
+  EXPECT_TRUE(backend_->DestroyStream(0, stream).ok());
+  ExpectPoolingWorks(*backend_);
+  EXPECT_EQ(FakeRuntime::windows_cleared, 0);
+  EXPECT_EQ(FakeRuntime::attribute_queries, 0);
+}
+
+TEST(RuntimeTemplateCuMaskTest, WithoutTheCuMaskEntryPointOnlyMasksAreRefused) {
+  FakeRuntime::Reset();
+  SetMissing(Feature::kCuMask, "fakeExtStreamCreateWithCUMask");
+  absl::StatusOr<std::unique_ptr<Backend>> backend = FakeHipBackend::Create();
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  StreamConfig config;
+  config.cu_mask = {0xf};
+  config.non_blocking = false;  // what the CU-mask call creates
+  ExpectMissing((*backend)->CreateStream(0, config).status(),
+                "fakeExtStreamCreateWithCUMask");
+  EXPECT_EQ(FakeRuntime::cu_mask_streams_created, 0);
+  // A config the call could never honour is still the caller's error.
+  config.priority = -1;
+  EXPECT_EQ((*backend)->CreateStream(0, config).status().code(),
+            Code::kInvalidArgument);
+  ExpectPoolingWorks(**backend);
 }
 
 }  // namespace
