@@ -13,7 +13,7 @@
 //                                       least any locked free list can cost
 //                                       with Abseil's mutex
 //   stream/floor/std_mutex_vector       the same over std::mutex, the lock
-//                                       the pools use (src/kernel/mutex.h)
+//                                       the pools use (src/lifetime/mutex.h)
 //   stream/pool_only/null_backend       StreamPool over a backend whose calls
 //                                       return at once: the pool's own work,
 //                                       to read as a ratio to the floor
@@ -38,7 +38,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/stream_pool.h"
-#include "src/kernel/mutex.h"
+#include "src/lifetime/mutex.h"
 
 namespace gpupool::bench {
 namespace {
@@ -124,7 +124,7 @@ void FloorMutexVector(benchmark::State& state) {
 }
 
 // The same floor over std::mutex (through the pools' annotated wrapper,
-// src/kernel/mutex.h): what the pools' own cycle is measured against.
+// src/lifetime/mutex.h): what the pools' own cycle is measured against.
 void FloorStdMutexVector(benchmark::State& state) {
   state.SetLabel("no runtime call");
   internal::Mutex mu;

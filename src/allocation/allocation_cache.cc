@@ -18,7 +18,7 @@
 #include "src/allocation/block.h"
 #include "src/allocation/cache_core.h"
 #include "src/allocation/size_classes.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool {
 

@@ -14,7 +14,7 @@
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "src/allocation/size_classes.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool::internal {
 namespace {

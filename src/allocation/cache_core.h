@@ -28,8 +28,8 @@
 #include "src/allocation/hooks.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/stream_fence.h"
-#include "src/kernel/cache_line_allocator.h"
-#include "src/kernel/pool_lifetime.h"
+#include "src/lifetime/cache_line_allocator.h"
+#include "src/lifetime/pool_lifetime.h"
 
 namespace gpupool::internal {
 

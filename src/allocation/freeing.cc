@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "src/allocation/cache_core.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool::internal {
 

@@ -35,10 +35,10 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
-#include "src/kernel/cache_line_allocator.h"
-#include "src/kernel/handle_care.h"
-#include "src/kernel/lease_ids.h"
-#include "src/kernel/mutex.h"
+#include "src/lifetime/cache_line_allocator.h"
+#include "src/lifetime/handle_care.h"
+#include "src/lifetime/lease_ids.h"
+#include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
 

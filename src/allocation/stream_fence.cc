@@ -8,7 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "src/kernel/fault_reaction.h"
+#include "src/lifetime/fault_reaction.h"
 
 namespace gpupool::internal {
 namespace {

@@ -5,10 +5,10 @@
 //   src/pools/keyed_shard_state.h   the shard's lists, counts and decisions
 //                                   under its lock (no runtime call);
 //   src/pools/lease_sites.h         the leases out: ids, sites, peak;
-//   src/kernel/handle_care.h        handles in a shard's care, one retire path;
-//   src/kernel/fault_reaction.h     the one fault -> reaction table;
+//   src/lifetime/handle_care.h        handles in a shard's care, one retire path;
+//   src/lifetime/fault_reaction.h     the one fault -> reaction table;
 //   src/pools/keyed_prewarm.h       the background prewarm worker.
-// Every lock is a shard's or a device slot's own (src/kernel/mutex.h, a
+// Every lock is a shard's or a device slot's own (src/lifetime/mutex.h, a
 // std::mutex), never a process-wide one: no lock is global on the hot path.
 //
 // What differs between streams and events is a `Kind` traits struct
@@ -68,10 +68,10 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/prewarm.h"
 #include "gpupool/source_location.h"
-#include "src/kernel/cache_line_allocator.h"
-#include "src/kernel/mutex.h"
-#include "src/kernel/pool_lifetime.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/cache_line_allocator.h"
+#include "src/lifetime/mutex.h"
+#include "src/lifetime/pool_lifetime.h"
+#include "src/lifetime/process_state.h"
 #include "src/pools/keyed_prewarm.h"
 #include "src/pools/keyed_shard.h"
 #include "src/pools/prewarm_state.h"
@@ -241,7 +241,7 @@ class KeyedPool {
   DeviceHealth& health_ref() const { return lifetime_.device_health(); }
 
   // The shard for (device, config) after the checks every entry point makes
-  // (the kernel's, src/kernel/pool_lifetime.h; a poisoned device's handles are
+  // (the lifetime layer's, src/lifetime/pool_lifetime.h; a poisoned device's handles are
   // forgotten first).
   absl::StatusOr<Shard*> UsableShard(int device, const Config& config) {
     if (ABSL_PREDICT_FALSE(!lifetime_.EntryIsClear(device))) {
@@ -314,7 +314,7 @@ class KeyedPool {
 
   Backend& backend_;
   const PoolOptions options_;
-  // Devices, shared health, fork: the kernel every pool stands on.
+  // Devices, shared health, fork: the lifetime layer every pool stands on.
   PoolLifetime lifetime_;
   std::vector<std::unique_ptr<DeviceSlot>> slots_;
   uint64_t exit_registration_ = 0;

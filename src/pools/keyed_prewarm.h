@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "src/kernel/mutex.h"
+#include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
 

@@ -1,7 +1,7 @@
 // One shard of a keyed pool (src/pools/keyed_pool.h): the handles of one
 // (device, config) — an idle LIFO, a draining list (returned with work still
 // pending), the leases out (src/pools/lease_sites.h) and the count of handles
-// in its care (src/kernel/handle_care.h) — under its own Mutex. The runtime is
+// in its care (src/lifetime/handle_care.h) — under its own Mutex. The runtime is
 // never called while that lock is held: every create, query and destroy runs
 // with it released, capacity reserved beforehand so that bounds hold.
 //
@@ -40,12 +40,12 @@
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
-#include "src/kernel/cache_line_allocator.h"
-#include "src/kernel/fault_reaction.h"
-#include "src/kernel/handle_care.h"
-#include "src/kernel/mutex.h"
-#include "src/kernel/process_state.h"
-#include "src/kernel/return_announcements.h"
+#include "src/lifetime/cache_line_allocator.h"
+#include "src/lifetime/fault_reaction.h"
+#include "src/lifetime/handle_care.h"
+#include "src/lifetime/mutex.h"
+#include "src/lifetime/process_state.h"
+#include "src/lifetime/return_announcements.h"
 #include "src/pools/keyed_shard_state.h"
 #include "src/pools/lease_sites.h"
 
@@ -143,7 +143,7 @@ class alignas(kCacheLine) KeyedShard final
     if (ForkEpoch() != fork_epoch_) return;
     // Announced (or, where it cannot be, counted as started) before the
     // closed screening below; Close publishes closed_flag_ before it looks
-    // for announced and started returns (src/kernel/return_announcements.h):
+    // for announced and started returns (src/lifetime/return_announcements.h):
     // either this return sees the pool closed and makes no runtime call, or
     // Close waits until it is done with the backend. "Done" is counted in the
     // last locked section the return takes anyway, and that lock's release

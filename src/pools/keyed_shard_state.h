@@ -1,6 +1,6 @@
 // The locked state of one keyed-pool shard (src/pools/keyed_shard.h): its
 // idle and draining lists, the count of handles in its care and their single
-// retire path (src/kernel/handle_care.h), the leases out
+// retire path (src/lifetime/handle_care.h), the leases out
 // (src/pools/lease_sites.h), counters, and the decisions made under its lock.
 // No runtime call is made here: KeyedShard makes them with the lock released.
 
@@ -26,11 +26,11 @@
 #include "gpupool/pool_options.h"
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
-#include "src/kernel/cache_line_allocator.h"
-#include "src/kernel/handle_care.h"
-#include "src/kernel/mutex.h"
-#include "src/kernel/process_state.h"
-#include "src/kernel/stale_handles.h"
+#include "src/lifetime/cache_line_allocator.h"
+#include "src/lifetime/handle_care.h"
+#include "src/lifetime/mutex.h"
+#include "src/lifetime/process_state.h"
+#include "src/lifetime/stale_handles.h"
 #include "src/pools/lease_sites.h"
 
 namespace gpupool::internal {
@@ -88,7 +88,7 @@ class ShardState {
     uint64_t generation = 0;
   };
   // Written on every acquire and return: on cache lines of their own (see
-  // src/kernel/cache_line_allocator.h).
+  // src/lifetime/cache_line_allocator.h).
   using EntryList = std::vector<Entry, CacheLineAllocator<Entry>>;
   using DrainList = std::deque<Entry, CacheLineAllocator<Entry>>;
   enum Source { kIdle, kDrained, kCreate, kWait };

@@ -1,5 +1,5 @@
 // The leases one keyed-pool shard has out: their count, high-water mark, ids
-// (src/kernel/lease_ids.h) and acquire sites (for GetOutstandingLeases).
+// (src/lifetime/lease_ids.h) and acquire sites (for GetOutstandingLeases).
 //
 // Not synchronised: the owning shard guards it with its own lock.
 
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gpupool/source_location.h"
-#include "src/kernel/cache_line_allocator.h"
-#include "src/kernel/lease_ids.h"
+#include "src/lifetime/cache_line_allocator.h"
+#include "src/lifetime/lease_ids.h"
 
 namespace gpupool::internal {
 
@@ -103,7 +103,7 @@ class LeaseSites {
   int64_t peak_ = 0;
   // Grows to the peak number of leases out at once; `free_` lists free slots.
   // Written on every acquire and return: on cache lines of their own (see
-  // src/kernel/cache_line_allocator.h).
+  // src/lifetime/cache_line_allocator.h).
   std::vector<Site, CacheLineAllocator<Site>> sites_;
   std::vector<uint32_t, CacheLineAllocator<uint32_t>> free_;
 };

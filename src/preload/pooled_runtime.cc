@@ -22,7 +22,7 @@
 #include "absl/time/time.h"
 #include "gpupool/config.h"
 #include "gpupool/pools.h"
-#include "src/kernel/fork_safe_mutex.h"
+#include "src/lifetime/fork_safe_mutex.h"
 #include "src/preload/environment_check.h"
 #include "src/preload/guarded_backend.h"
 #include "src/preload/interposed_symbols.h"

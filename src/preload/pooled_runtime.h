@@ -42,7 +42,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/pools.h"
 #include "gpupool/stream_pool.h"
-#include "src/kernel/fork_safe_mutex.h"
+#include "src/lifetime/fork_safe_mutex.h"
 #include "src/preload/real_symbols.h"
 
 namespace gpupool::preload_internal {

@@ -16,7 +16,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/config.h"
 #include "gpupool/pools.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 #include "src/process/environment.h"
 #include "src/process/stats_report.h"
 

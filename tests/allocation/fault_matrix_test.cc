@@ -64,7 +64,7 @@
 #include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool::fault_matrix {
 namespace {

@@ -35,7 +35,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 #include "tests/util/fork_util.h"
 #include "tests/util/test_util.h"
 

@@ -26,9 +26,9 @@
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
-#include "src/kernel/lease_ids.h"
-#include "src/kernel/return_announcements.h"
-#include "src/kernel/stale_handles.h"
+#include "src/lifetime/lease_ids.h"
+#include "src/lifetime/return_announcements.h"
+#include "src/lifetime/stale_handles.h"
 #include "tests/util/test_util.h"
 
 namespace gpupool {

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
 #include "src/allocation/block.h"
-#include "src/kernel/mutex.h"
+#include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
 

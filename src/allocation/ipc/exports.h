@@ -25,7 +25,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/ipc_handle.h"
 #include "src/allocation/ipc/refs.h"
-#include "src/kernel/mutex.h"
+#include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool {
 

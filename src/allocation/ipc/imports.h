@@ -25,8 +25,8 @@
 #include "gpupool/pool_stats.h"
 #include "src/allocation/ipc/exports.h"
 #include "src/allocation/ipc/refs.h"
-#include "src/kernel/mutex.h"
-#include "src/kernel/pool_lifetime.h"
+#include "src/lifetime/mutex.h"
+#include "src/lifetime/pool_lifetime.h"
 
 namespace gpupool::internal {
 

@@ -3,8 +3,8 @@
 // and how each one left it. Every way out goes through Retire, so a handle
 // can neither leave uncounted nor be counted twice.
 
-#ifndef GPUPOOL_SRC_KERNEL_HANDLE_CARE_H_
-#define GPUPOOL_SRC_KERNEL_HANDLE_CARE_H_
+#ifndef GPUPOOL_SRC_LIFETIME_HANDLE_CARE_H_
+#define GPUPOOL_SRC_LIFETIME_HANDLE_CARE_H_
 
 #include <array>
 #include <cstdint>
@@ -47,4 +47,4 @@ class HandleCare {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_HANDLE_CARE_H_
+#endif  // GPUPOOL_SRC_LIFETIME_HANDLE_CARE_H_

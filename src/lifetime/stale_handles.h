@@ -4,8 +4,8 @@
 // generation belongs to a dead (or reset) context: it is forgotten without a
 // runtime call.
 
-#ifndef GPUPOOL_SRC_KERNEL_STALE_HANDLES_H_
-#define GPUPOOL_SRC_KERNEL_STALE_HANDLES_H_
+#ifndef GPUPOOL_SRC_LIFETIME_STALE_HANDLES_H_
+#define GPUPOOL_SRC_LIFETIME_STALE_HANDLES_H_
 
 #include <cstdint>
 
@@ -30,4 +30,4 @@ int64_t EraseOlderGenerations(List& list, uint64_t generation) {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_STALE_HANDLES_H_
+#endif  // GPUPOOL_SRC_LIFETIME_STALE_HANDLES_H_

@@ -2,8 +2,8 @@
 // pool does with the handle or block a failed runtime call was about. Every
 // pool reads it here so that the same error never means two things.
 
-#ifndef GPUPOOL_SRC_KERNEL_FAULT_REACTION_H_
-#define GPUPOOL_SRC_KERNEL_FAULT_REACTION_H_
+#ifndef GPUPOOL_SRC_LIFETIME_FAULT_REACTION_H_
+#define GPUPOOL_SRC_LIFETIME_FAULT_REACTION_H_
 
 #include "absl/status/status.h"
 #include "gpupool/backend.h"
@@ -35,4 +35,4 @@ inline Reaction ReactionTo(const absl::Status& status) {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_FAULT_REACTION_H_
+#endif  // GPUPOOL_SRC_LIFETIME_FAULT_REACTION_H_

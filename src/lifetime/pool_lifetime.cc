@@ -1,6 +1,6 @@
-// The resource-lifetime kernel; see pool_lifetime.h.
+// The resource-lifetime layer; see pool_lifetime.h.
 
-#include "src/kernel/pool_lifetime.h"
+#include "src/lifetime/pool_lifetime.h"
 
 #include <algorithm>
 #include <memory>
@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool::internal {
 

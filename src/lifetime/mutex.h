@@ -13,8 +13,8 @@
 // condition is re-evaluated whenever the lock is released while a thread
 // waits. The price when nobody waits is one integer test per Unlock.
 
-#ifndef GPUPOOL_SRC_KERNEL_MUTEX_H_
-#define GPUPOOL_SRC_KERNEL_MUTEX_H_
+#ifndef GPUPOOL_SRC_LIFETIME_MUTEX_H_
+#define GPUPOOL_SRC_LIFETIME_MUTEX_H_
 
 #include <condition_variable>  // NOLINT(build/c++11): see the file comment
 #include <mutex>               // NOLINT(build/c++11): see the file comment
@@ -91,4 +91,4 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_MUTEX_H_
+#endif  // GPUPOOL_SRC_LIFETIME_MUTEX_H_

@@ -1,8 +1,8 @@
-// Return announcements (src/kernel/return_announcements.h): a thread announces
+// Return announcements (src/lifetime/return_announcements.h): a thread announces
 // one return at a time, Close's wait holds exactly while a return to its own
 // shard is announced, and exited threads' slots are reused.
 
-#include "src/kernel/return_announcements.h"
+#include "src/lifetime/return_announcements.h"
 
 #include <atomic>
 #include <thread>

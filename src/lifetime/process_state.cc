@@ -1,6 +1,6 @@
 // Exit and fork handling for all pools; see process_state.h.
 
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 #include <pthread.h>
 
@@ -12,7 +12,7 @@
 
 #include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
-#include "src/kernel/fork_safe_mutex.h"
+#include "src/lifetime/fork_safe_mutex.h"
 
 namespace gpupool::internal {
 namespace {

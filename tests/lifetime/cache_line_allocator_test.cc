@@ -1,7 +1,7 @@
 // CacheLineAllocator: every block starts on a cache line and owns whole
 // lines, so containers made one after the other never share a line.
 
-#include "src/kernel/cache_line_allocator.h"
+#include "src/lifetime/cache_line_allocator.h"
 
 #include <cstdint>
 #include <deque>

@@ -1,4 +1,4 @@
-// The resource-lifetime kernel every pool stands on: what a pool learns at
+// The resource-lifetime layer every pool stands on: what a pool learns at
 // construction (devices, shared DeviceHealth), the process lifetime it lives
 // through (fork: the child touches nothing and leaks; exit: idle handles are
 // drained while the runtime is alive, later releases leak), and the checks
@@ -12,8 +12,8 @@
 // and the keyed pool under the stream and event pools (keyed_pool.h,
 // keyed_shard.h).
 
-#ifndef GPUPOOL_SRC_KERNEL_POOL_LIFETIME_H_
-#define GPUPOOL_SRC_KERNEL_POOL_LIFETIME_H_
+#ifndef GPUPOOL_SRC_LIFETIME_POOL_LIFETIME_H_
+#define GPUPOOL_SRC_LIFETIME_POOL_LIFETIME_H_
 
 #include <cstdint>
 #include <memory>
@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
-#include "src/kernel/process_state.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool::internal {
 
@@ -95,4 +95,4 @@ class PoolLifetime {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_POOL_LIFETIME_H_
+#endif  // GPUPOOL_SRC_LIFETIME_POOL_LIFETIME_H_

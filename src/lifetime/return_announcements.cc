@@ -1,7 +1,7 @@
 // The threads' return announcements and Close's fence; see
 // return_announcements.h.
 
-#include "src/kernel/return_announcements.h"
+#include "src/lifetime/return_announcements.h"
 
 #include <pthread.h>
 
@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "src/kernel/fork_safe_mutex.h"
+#include "src/lifetime/fork_safe_mutex.h"
 
 #if defined(__linux__)
 #include <linux/membarrier.h>

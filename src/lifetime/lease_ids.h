@@ -4,8 +4,8 @@
 // counter, so the shared counter is written once per kBlock acquires, not on
 // every one, and ids never repeat before 2^64 acquires in the process.
 
-#ifndef GPUPOOL_SRC_KERNEL_LEASE_IDS_H_
-#define GPUPOOL_SRC_KERNEL_LEASE_IDS_H_
+#ifndef GPUPOOL_SRC_LIFETIME_LEASE_IDS_H_
+#define GPUPOOL_SRC_LIFETIME_LEASE_IDS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -43,4 +43,4 @@ class LeaseIdBlock {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_LEASE_IDS_H_
+#endif  // GPUPOOL_SRC_LIFETIME_LEASE_IDS_H_

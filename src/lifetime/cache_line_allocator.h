@@ -10,8 +10,8 @@
 // waits for that line to move: the pools stop scaling with threads although
 // no lock is shared. Blocks from this allocator share a line with nothing.
 
-#ifndef GPUPOOL_SRC_KERNEL_CACHE_LINE_ALLOCATOR_H_
-#define GPUPOOL_SRC_KERNEL_CACHE_LINE_ALLOCATOR_H_
+#ifndef GPUPOOL_SRC_LIFETIME_CACHE_LINE_ALLOCATOR_H_
+#define GPUPOOL_SRC_LIFETIME_CACHE_LINE_ALLOCATOR_H_
 
 #include <cstddef>
 #include <new>
@@ -57,4 +57,4 @@ class CacheLineAllocator {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_CACHE_LINE_ALLOCATOR_H_
+#endif  // GPUPOOL_SRC_LIFETIME_CACHE_LINE_ALLOCATOR_H_

@@ -2,7 +2,7 @@
 // absl::Mutex's Await semantics (a waiter's condition is re-evaluated when
 // another thread releases the lock).
 
-#include "src/kernel/mutex.h"
+#include "src/lifetime/mutex.h"
 
 #include <thread>
 

@@ -5,8 +5,8 @@
 // time — the child's Unlock would then spin forever inside fork(). A pthread
 // mutex has no such state.
 
-#ifndef GPUPOOL_SRC_KERNEL_FORK_SAFE_MUTEX_H_
-#define GPUPOOL_SRC_KERNEL_FORK_SAFE_MUTEX_H_
+#ifndef GPUPOOL_SRC_LIFETIME_FORK_SAFE_MUTEX_H_
+#define GPUPOOL_SRC_LIFETIME_FORK_SAFE_MUTEX_H_
 
 #include <mutex>
 
@@ -39,4 +39,4 @@ class ABSL_SCOPED_LOCKABLE ForkSafeLock {
 
 }  // namespace gpupool
 
-#endif  // GPUPOOL_SRC_KERNEL_FORK_SAFE_MUTEX_H_
+#endif  // GPUPOOL_SRC_LIFETIME_FORK_SAFE_MUTEX_H_

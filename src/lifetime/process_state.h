@@ -3,8 +3,8 @@
 // registry of exit drains (pools destroy idle resources there while the
 // runtime is still alive).
 
-#ifndef GPUPOOL_SRC_KERNEL_PROCESS_STATE_H_
-#define GPUPOOL_SRC_KERNEL_PROCESS_STATE_H_
+#ifndef GPUPOOL_SRC_LIFETIME_PROCESS_STATE_H_
+#define GPUPOOL_SRC_LIFETIME_PROCESS_STATE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -48,4 +48,4 @@ void RunExitSequenceForTesting();
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_PROCESS_STATE_H_
+#endif  // GPUPOOL_SRC_LIFETIME_PROCESS_STATE_H_

@@ -19,13 +19,13 @@
 // Nothing process-wide is configured: MEMBARRIER_CMD_GLOBAL needs no
 // registration.
 
-#ifndef GPUPOOL_SRC_KERNEL_RETURN_ANNOUNCEMENTS_H_
-#define GPUPOOL_SRC_KERNEL_RETURN_ANNOUNCEMENTS_H_
+#ifndef GPUPOOL_SRC_LIFETIME_RETURN_ANNOUNCEMENTS_H_
+#define GPUPOOL_SRC_LIFETIME_RETURN_ANNOUNCEMENTS_H_
 
 #include <atomic>
 
 #include "absl/base/optimization.h"
-#include "src/kernel/cache_line_allocator.h"
+#include "src/lifetime/cache_line_allocator.h"
 
 namespace gpupool::internal {
 
@@ -78,4 +78,4 @@ void AwaitAnnouncedReturns(const void* owner);
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_KERNEL_RETURN_ANNOUNCEMENTS_H_
+#endif  // GPUPOOL_SRC_LIFETIME_RETURN_ANNOUNCEMENTS_H_
