@@ -202,12 +202,39 @@ struct Streams {
   }
 };
 
-void SetCalls(benchmark::State& state, int64_t calls_before) {
+// The runtime calls a timed loop makes: the calling thread's, and (with one
+// thread) the process's by kind.
+struct CallWindow {
+  int64_t thread_calls = gpupool_bench_cudart_thread_calls();
+  GpupoolBenchCudartTotals totals = [] {
+    GpupoolBenchCudartTotals totals{};
+    gpupool_bench_cudart_totals(&totals);
+    return totals;
+  }();
+};
+
+void SetCalls(benchmark::State& state, const CallWindow& before) {
   if (state.iterations() == 0) return;
+  const double cycles = static_cast<double>(state.iterations());
   state.counters["calls_per_cycle"] = benchmark::Counter(
-      static_cast<double>(gpupool_bench_cudart_thread_calls() - calls_before) /
-          static_cast<double>(state.iterations()),
+      static_cast<double>(gpupool_bench_cudart_thread_calls() -
+                          before.thread_calls) /
+          cycles,
       benchmark::Counter::kAvgThreads);
+  if (state.threads() != 1) return;
+  GpupoolBenchCudartTotals now{};
+  gpupool_bench_cudart_totals(&now);
+  state.counters["records_per_cycle"] =
+      static_cast<double>(now.event_records - before.totals.event_records) /
+      cycles;
+  state.counters["queries_per_cycle"] =
+      static_cast<double>(now.event_queries - before.totals.event_queries) /
+      cycles;
+  state.counters["mallocs_per_cycle"] =
+      static_cast<double>(now.mallocs - before.totals.mallocs) / cycles;
+  state.counters["event_creates_per_cycle"] =
+      static_cast<double>(now.events_created - before.totals.events_created) /
+      cycles;
 }
 
 // Allocates and frees `bytes`, the i-th time on streams[i % n].
@@ -221,7 +248,7 @@ void CycleOnStreams(benchmark::State& state, Peer& peer,
       return;
     }
   }
-  const int64_t calls_before = gpupool_bench_cudart_thread_calls();
+  const CallWindow calls_before;
   size_t i = 0;
   for (auto _ : state) {
     auto lease = peer.Allocate(bytes, streams[i++ % n]);
@@ -276,7 +303,7 @@ void MixedCycle(benchmark::State& state, Peer& peer, cudaStream_t stream) {
   // steady state a long-running client sees.
   bool ok = true;
   for (size_t warm = 0; ok && warm < sizes.size(); ++warm) ok = step();
-  const int64_t calls_before = gpupool_bench_cudart_thread_calls();
+  const CallWindow calls_before;
   if (ok) {
     for (auto _ : state) {
       if (!step()) break;
