@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Tables of allocator_peers_bench results, gpupool beside CUB.
 
-    tools/peer_report.py out/peers.json
+    tools/peer_report.py out/peers_run1.json [out/peers_run2.json ...]
 
-Reads Google Benchmark JSON (with or without repetitions: medians are used
-when present) and prints Markdown: per case, time per cycle and runtime calls
-per cycle for gpupool, CUB with its defaults and CUB matched to gpupool's
-limits, and gpupool / CUB ratios (below 1 gpupool is faster or calls less);
-per trace, peak reserved / peak live bytes and runtime mallocs per peer.
+Reads Google Benchmark JSON files, pools their repetitions (medians over all
+of them) and prints Markdown: per case, runtime calls per cycle and time per
+cycle (CPU time of the benchmark threads, and wall time; both divided by the
+cycles of all threads) for gpupool, CUB with its defaults and CUB matched to
+gpupool's limits, with gpupool / CUB ratios (below 1 gpupool is faster); per
+trace, peak reserved / peak live bytes and runtime mallocs per peer.
 """
 
 import json
@@ -21,41 +22,36 @@ REPLAY = re.compile(r"^replay/(\w+)/(\w+)/iterations:1/real_time$")
 PEERS = ("gpupool", "cub_default", "cub_fair")
 
 
-def load(path):
-    with open(path) as f:
-        data = json.load(f)
+def load(paths):
+    """Pools every repetition of every file; medians per benchmark."""
     runs = defaultdict(list)
-    medians = {}
-    for b in data["benchmarks"]:
-        name = b.get("run_name", b["name"])
-        if b.get("run_type") == "aggregate":
-            if b.get("aggregate_name") == "median":
-                medians[name] = b
-            continue
-        runs[name].append(b)
+    context = {}
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        context = context or data.get("context", {})
+        for b in data["benchmarks"]:
+            if b.get("run_type") == "aggregate":
+                continue
+            runs[b.get("run_name", b["name"])].append(b)
     out = {}
     for name, items in runs.items():
-        if name in medians:
-            out[name] = medians[name]
-            out[name]["_n"] = len(items)
-            continue
         row = dict(items[0])
-        row["real_time"] = statistics.median(i["real_time"] for i in items)
-        for key in ("calls_per_cycle",):
+        for key in ("real_time", "cpu_time", "calls_per_cycle"):
             if key in row:
                 row[key] = statistics.median(i[key] for i in items)
         row["_n"] = len(items)
         out[name] = row
-    return data.get("context", {}), out
+    return context, out
 
 
-def ns(row):
+def ns(row, key):
     scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[row.get("time_unit", "ns")]
-    return row["real_time"] * scale
+    return row[key] * scale
 
 
 def main():
-    context, rows = load(sys.argv[1])
+    context, rows = load(sys.argv[1:])
     cases = defaultdict(dict)
     replays = defaultdict(dict)
     reps = set()
@@ -72,24 +68,26 @@ def main():
             replays[m.group(1)][m.group(2)] = row
     print(f"<!-- {context.get('date', '')}, repetitions per row: "
           f"{sorted(reps)} -->")
+    order = ["same_stream", "cross_stream", "mixed_sizes"] + [
+        f"{t} thread(s)" for t in (1, 2, 4, 8)]
     for costs in ("null", "profile"):
         print(f"\n**{costs} runtime**\n")
-        print("| case | ns per cycle: gpupool / CUB default / CUB fair "
-              "| runtime calls per cycle | gpupool ÷ CUB default | "
-              "gpupool ÷ CUB fair |")
-        print("|---|---|---|---:|---:|")
-        order = ["same_stream", "cross_stream", "mixed_sizes"] + [
-            f"{t} thread(s)" for t in (1, 2, 4, 8)]
+        print("| case | runtime calls per cycle (gpupool / CUB default / "
+              "CUB fair) | CPU ns per cycle | gpupool ÷ CUB default | "
+              "gpupool ÷ CUB fair | wall ns per cycle | gpupool ÷ CUB "
+              "default | gpupool ÷ CUB fair |")
+        print("|---|---|---|---:|---:|---|---:|---:|")
         for label in order:
             peers = cases.get((costs, label), {})
             if not all(p in peers for p in PEERS):
                 continue
-            t = [ns(peers[p]) for p in PEERS]
             c = [peers[p].get("calls_per_cycle", float("nan")) for p in PEERS]
-            print(f"| {label.replace('_', '-')} | "
-                  + " / ".join(f"{x:,.0f}" for x in t) + " | "
-                  + " / ".join(f"{x:.3g}" for x in c) + " | "
-                  + f"{t[0] / t[1]:.2f}× | {t[0] / t[2]:.2f}× |")
+            cells = [" / ".join(f"{x:.3g}" for x in c)]
+            for key in ("cpu_time", "real_time"):
+                t = [ns(peers[p], key) for p in PEERS]
+                cells += [" / ".join(f"{x:,.0f}" for x in t),
+                          f"{t[0] / t[1]:.2f}×", f"{t[0] / t[2]:.2f}×"]
+            print(f"| {label.replace('_', '-')} | " + " | ".join(cells) + " |")
     print("\n**trace replays** (peak reserved ÷ peak live; runtime mallocs)\n")
     print("| trace | peak live | gpupool | CUB default | CUB fair | raw |")
     print("|---|---:|---:|---:|---:|---:|")
