@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tables of allocator_peers_bench results, gpupool beside CUB.
 
-    tools/peer_report.py out/peers_run1.json [out/peers_run2.json ...]
+    tools/peer_report.py [--svg=chart.svg] out/peers_run1.json [more.json ...]
 
 Reads Google Benchmark JSON files, pools their repetitions (medians over all
 of them) and prints Markdown: per case, runtime calls per cycle and time per
@@ -9,6 +9,8 @@ cycle (CPU time of the benchmark threads, and wall time; both divided by the
 cycles of all threads) for gpupool, CUB with its defaults and CUB matched to
 gpupool's limits, with gpupool / CUB ratios (below 1 gpupool is faster); per
 trace, peak reserved / peak live bytes and runtime mallocs per peer.
+With --svg, also writes a bar chart of the CPU-time ratios (plain SVG, no
+plotting library needed).
 """
 
 import json
@@ -50,8 +52,53 @@ def ns(row, key):
     return row[key] * scale
 
 
+def write_svg(path, cases, order):
+    """Bars of gpupool / CUB CPU time per case, one group per cost model."""
+    bar_h, gap, left, width = 14, 6, 170, 420
+    scale = width / 3.0  # 0..3x
+    rows = []
+    for costs in ("null", "profile"):
+        for label in order:
+            peers = cases.get((costs, label), {})
+            if all(p in peers for p in PEERS):
+                t = [ns(peers[p], "cpu_time") for p in PEERS]
+                rows.append((f"{label.replace('_', '-')}, {costs}",
+                             t[0] / t[1], t[0] / t[2]))
+    height = 40 + len(rows) * (2 * bar_h + gap) + 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 60}" '
+           f'height="{height}" font-family="sans-serif" font-size="11">',
+           f'<text x="{left}" y="14">gpupool ÷ CUB, CPU time per cycle '
+           f'(left of 1×: gpupool faster)</text>',
+           f'<rect x="{left}" y="20" width="10" height="10" fill="#888"/>'
+           f'<text x="{left + 14}" y="29">÷ CUB default</text>',
+           f'<rect x="{left + 110}" y="20" width="10" height="10" '
+           f'fill="#36c"/><text x="{left + 124}" y="29">÷ CUB fair</text>']
+    y = 40
+    for name, vs_default, vs_fair in rows:
+        out.append(f'<text x="{left - 6}" y="{y + bar_h + 3}" '
+                   f'text-anchor="end">{name}</text>')
+        for value, color in ((vs_default, "#888"), (vs_fair, "#36c")):
+            w = min(value, 3.0) * scale
+            out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" '
+                       f'height="{bar_h - 2}" fill="{color}"/>')
+            out.append(f'<text x="{left + w + 3:.1f}" y="{y + bar_h - 3}">'
+                       f'{value:.2f}×</text>')
+            y += bar_h
+        y += gap
+    x1 = left + scale
+    out.append(f'<line x1="{x1:.1f}" y1="36" x2="{x1:.1f}" y2="{y}" '
+               f'stroke="black" stroke-dasharray="3,3"/>')
+    out.append(f'<text x="{x1 - 6:.1f}" y="{y + 14}">1×</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 def main():
-    context, rows = load(sys.argv[1:])
+    args = sys.argv[1:]
+    svg = next((a[len("--svg="):] for a in args if a.startswith("--svg=")),
+               None)
+    context, rows = load([a for a in args if not a.startswith("--svg=")])
     cases = defaultdict(dict)
     replays = defaultdict(dict)
     reps = set()
@@ -88,6 +135,8 @@ def main():
                 cells += [" / ".join(f"{x:,.0f}" for x in t),
                           f"{t[0] / t[1]:.2f}×", f"{t[0] / t[2]:.2f}×"]
             print(f"| {label.replace('_', '-')} | " + " | ".join(cells) + " |")
+    if svg:
+        write_svg(svg, cases, order)
     print("\n**trace replays** (peak reserved ÷ peak live; runtime mallocs)\n")
     print("| trace | peak live | gpupool | CUB default | CUB fair | raw |")
     print("|---|---:|---:|---:|---:|---:|")
