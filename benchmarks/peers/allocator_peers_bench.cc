@@ -48,7 +48,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cub/util_allocator.cuh>
 #include <memory>
 #include <random>
 #include <string>
@@ -65,6 +64,7 @@
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_common.h"
 #include "benchmarks/peers/bench_cudart.h"
+#include "benchmarks/peers/peer_allocators.h"
 #include "benchmarks/peers/trace_replay.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
@@ -80,115 +80,7 @@ namespace {
 constexpr size_t kHitBytes = size_t{1} << 20;
 constexpr int kMixedLive = 8;
 
-absl::Status CudaStatus(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(what, " failed: ", cudaGetErrorName(error)));
-}
-
-// --- the peers
-// -----------------------------------------------------------------
-
-class GpupoolPeer {
- public:
-  using Lease = PooledAllocation;
-  explicit GpupoolPeer(Backend& backend)
-      : events_(backend), cache_(backend, events_) {}
-  absl::StatusOr<Lease> Allocate(size_t bytes, cudaStream_t stream) {
-    return cache_.Allocate(0, bytes, MemoryKind::kDevice, stream);
-  }
-  static void* Data(const Lease& lease) { return lease.data(); }
-  absl::Status Free(Lease& lease) {
-    lease.Release();
-    return absl::OkStatus();
-  }
-  AllocationCache& cache() { return cache_; }
-
- private:
-  EventPool events_;
-  AllocationCache cache_;
-};
-
-class CubPeer {
- public:
-  using Lease = void*;
-  // The defaults, or the configuration matched to gpupool's limits.
-  explicit CubPeer(bool fair)
-      : allocator_(
-            fair ? std::make_unique<cub::CachingDeviceAllocator>(
-                       2u, 9u, 30u, cub::CachingDeviceAllocator::INVALID_SIZE)
-                 : std::make_unique<cub::CachingDeviceAllocator>()) {}
-  absl::StatusOr<Lease> Allocate(size_t bytes, cudaStream_t stream) {
-    void* ptr = nullptr;
-    cudaError_t error = allocator_->DeviceAllocate(&ptr, bytes, stream);
-    if (error != cudaSuccess) return CudaStatus(error, "DeviceAllocate");
-    return ptr;
-  }
-  static void* Data(const Lease& lease) { return lease; }
-  absl::Status Free(Lease& lease) {
-    return CudaStatus(allocator_->DeviceFree(lease), "DeviceFree");
-  }
-
- private:
-  std::unique_ptr<cub::CachingDeviceAllocator> allocator_;
-};
-
-class RawPeer {
- public:
-  using Lease = void*;
-  absl::StatusOr<Lease> Allocate(size_t bytes, cudaStream_t) {
-    void* ptr = nullptr;
-    cudaError_t error = cudaMalloc(&ptr, bytes);
-    if (error != cudaSuccess) return CudaStatus(error, "cudaMalloc");
-    return ptr;
-  }
-  static void* Data(const Lease& lease) { return lease; }
-  absl::Status Free(Lease& lease) {
-    return CudaStatus(cudaFree(lease), "cudaFree");
-  }
-};
-
-enum class PeerKind { kGpupool, kCubDefault, kCubFair, kRaw };
-
-const char* PeerName(PeerKind kind) {
-  switch (kind) {
-    case PeerKind::kGpupool:
-      return "gpupool";
-    case PeerKind::kCubDefault:
-      return "cub_default";
-    case PeerKind::kCubFair:
-      return "cub_fair";
-    case PeerKind::kRaw:
-      return "raw";
-  }
-  return "?";
-}
-
-// Calls `body(peer)` with a fresh peer of `kind`.
-template <typename Body>
-void WithPeer(PeerKind kind, Backend& backend, Body body) {
-  switch (kind) {
-    case PeerKind::kGpupool: {
-      GpupoolPeer peer(backend);
-      body(peer);
-      return;
-    }
-    case PeerKind::kCubDefault:
-    case PeerKind::kCubFair: {
-      CubPeer peer(kind == PeerKind::kCubFair);
-      body(peer);
-      return;
-    }
-    case PeerKind::kRaw: {
-      RawPeer peer;
-      body(peer);
-      return;
-    }
-  }
-}
-
 // --- timed cycles
-// ---------------------------------------------------------------
 
 struct Streams {
   std::vector<cudaStream_t> handles;
@@ -371,7 +263,6 @@ void RunThreaded(benchmark::State& state, PeerKind kind, int costs) {
 }
 
 // --- trace replays
-// --------------------------------------------------------------
 
 template <typename Peer>
 class ReplayAdapter : public ReplayAllocator {
@@ -452,7 +343,6 @@ std::vector<std::string> TraceFiles(const std::string& dir) {
 }
 
 // --- registration and main
-// ------------------------------------------------------
 
 constexpr PeerKind kTimedPeers[] = {PeerKind::kGpupool, PeerKind::kCubDefault,
                                     PeerKind::kCubFair};

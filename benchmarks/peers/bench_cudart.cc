@@ -187,7 +187,7 @@ BENCH_EXPORT void gpupool_bench_cudart_reset_peak(void) {
   memory.peak = memory.reserved;
 }
 
-// --- errors and versions ---------------------------------------------------
+// --- errors and versions
 
 BENCH_EXPORT const char* cudaGetErrorName(cudaError_t error) {
   Call(0);
@@ -230,7 +230,7 @@ BENCH_EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
   return cudaSuccess;
 }
 
-// --- device ------------------------------------------------------------------
+// --- device
 
 BENCH_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
   Call(0);
@@ -263,7 +263,6 @@ BENCH_EXPORT cudaError_t cudaDeviceSynchronize(void) {
 }
 
 // --- streams and capture
-// -------------------------------------------------------
 
 BENCH_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream,
                                                       unsigned int, int) {
@@ -324,7 +323,6 @@ cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
 }
 
 // --- events
-// --------------------------------------------------------------------
 
 BENCH_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event,
                                                   unsigned int) {
@@ -359,7 +357,6 @@ BENCH_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 }
 
 // --- memory
-// --------------------------------------------------------------------
 
 BENCH_EXPORT cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   Call(kMallocNs);
