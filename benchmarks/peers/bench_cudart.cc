@@ -1,0 +1,414 @@
+// libgpupool_bench_cudart.so: the stand-in CUDA runtime of the side-by-side
+// allocator benchmarks (see bench_cudart.h for what it models and why).
+//
+// Not the preload tests' stand-in (tests/preload/standin_cudart.cc): that one
+// checks handles for misuse under one process-wide mutex and never frees a
+// handle, which is right for a test and would be measured here as allocator
+// cost. This one keeps the hot calls (event record/query, device get/set) to a
+// thread-local count and the charged latency.
+
+#include "benchmarks/peers/bench_cudart.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+// What each call is counted as, beyond the total.
+enum Kind : int {
+  kCalls,
+  kMallocs,
+  kFrees,
+  kEventsCreated,
+  kEventRecords,
+  kEventQueries,
+  kKinds,
+};
+
+// Costs of the "profile" model, ns per call: docs/benchmarks.md "H100 runtime
+// call costs". A create + destroy or there-and-back pair measured together is
+// split evenly between its two calls.
+constexpr int64_t kMallocNs = 32862;     // cudaMalloc + cudaFree 1 MiB:
+constexpr int64_t kFreeNs = 32861;       //   65,723 ns the pair
+constexpr int64_t kEventCreateNs = 147;  // create + destroy: 294
+constexpr int64_t kEventDestroyNs = 147;
+constexpr int64_t kEventRecordNs = 220;
+constexpr int64_t kEventQueryNs = 178;
+constexpr int64_t kStreamQueryNs = 189;
+constexpr int64_t kStreamCreateNs = 2135;  // create + destroy: 4,269
+constexpr int64_t kStreamDestroyNs = 2134;
+constexpr int64_t kCaptureModeExchangeNs = 60;  // there and back: 119
+constexpr int64_t kStreamIsCapturingNs = 65;
+
+struct ThreadCounts {
+  std::atomic<int64_t> n[kKinds] = {};
+};
+
+// Every live thread's counts, and the sums of threads that have exited.
+struct Registry {
+  std::mutex mu;
+  std::vector<ThreadCounts*> live;
+  int64_t retired[kKinds] = {};
+};
+
+Registry& Counts() {
+  static auto* registry = new Registry;
+  return *registry;
+}
+
+class ThreadSlot {
+ public:
+  ThreadSlot() : counts_(new ThreadCounts) {
+    Registry& registry = Counts();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    registry.live.push_back(counts_);
+  }
+  ~ThreadSlot() {
+    Registry& registry = Counts();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    for (int k = 0; k < kKinds; ++k) {
+      registry.retired[k] += counts_->n[k].load(std::memory_order_relaxed);
+    }
+    registry.live.erase(
+        std::find(registry.live.begin(), registry.live.end(), counts_));
+    delete counts_;
+  }
+  ThreadCounts& counts() { return *counts_; }
+
+ private:
+  ThreadCounts* counts_;
+};
+
+thread_local ThreadSlot slot;
+
+// Only this thread writes its counts: a plain load and store, no lock prefix.
+void Count(Kind kind) {
+  std::atomic<int64_t>& n = slot.counts().n[kind];
+  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+int InitialCosts() {
+  const char* env = std::getenv("GPUPOOL_BENCH_CUDART_COSTS");
+  return env != nullptr && std::strcmp(env, "profile") == 0
+             ? kGpupoolBenchCostsProfile
+             : kGpupoolBenchCostsNull;
+}
+
+std::atomic<int>& CostModel() {
+  static std::atomic<int> model{InitialCosts()};
+  return model;
+}
+
+// Counts one call and charges `profile_ns` under the profile model by
+// spinning: the costs are far below any sleep's resolution.
+void Call(int64_t profile_ns) {
+  Count(kCalls);
+  if (profile_ns == 0 || CostModel().load(std::memory_order_relaxed) !=
+                             kGpupoolBenchCostsProfile) {
+    return;
+  }
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::nanoseconds(profile_ns);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// Device memory: fresh address space, never touched, with the bytes each
+// live pointer holds.
+struct Memory {
+  std::mutex mu;
+  std::unordered_map<uintptr_t, int64_t> live;
+  uintptr_t next = uintptr_t{1} << 44;
+  int64_t reserved = 0;
+  int64_t peak = 0;
+};
+
+Memory& DeviceMemory() {
+  static auto* memory = new Memory;
+  return *memory;
+}
+
+struct Event {
+  int device = 0;
+};
+struct Stream {
+  int device = 0;
+};
+
+thread_local int current_device = 0;
+thread_local cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+
+}  // namespace
+
+#define BENCH_EXPORT extern "C" __attribute__((visibility("default")))
+
+BENCH_EXPORT int gpupool_bench_cudart_set_costs(int costs) {
+  return CostModel().exchange(costs);
+}
+BENCH_EXPORT int64_t gpupool_bench_cudart_thread_calls(void) {
+  return slot.counts().n[kCalls].load(std::memory_order_relaxed);
+}
+BENCH_EXPORT void gpupool_bench_cudart_totals(GpupoolBenchCudartTotals* out) {
+  int64_t sums[kKinds];
+  {
+    Registry& registry = Counts();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    for (int k = 0; k < kKinds; ++k) {
+      sums[k] = registry.retired[k];
+      for (ThreadCounts* counts : registry.live) {
+        sums[k] += counts->n[k].load(std::memory_order_relaxed);
+      }
+    }
+  }
+  out->calls = sums[kCalls];
+  out->mallocs = sums[kMallocs];
+  out->frees = sums[kFrees];
+  out->events_created = sums[kEventsCreated];
+  out->event_records = sums[kEventRecords];
+  out->event_queries = sums[kEventQueries];
+  Memory& memory = DeviceMemory();
+  std::lock_guard<std::mutex> lock(memory.mu);
+  out->bytes_reserved = memory.reserved;
+  out->peak_bytes_reserved = memory.peak;
+}
+BENCH_EXPORT void gpupool_bench_cudart_reset_peak(void) {
+  Memory& memory = DeviceMemory();
+  std::lock_guard<std::mutex> lock(memory.mu);
+  memory.peak = memory.reserved;
+}
+
+// --- errors and versions
+
+BENCH_EXPORT const char* cudaGetErrorName(cudaError_t error) {
+  Call(0);
+  switch (error) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+BENCH_EXPORT const char* cudaGetErrorString(cudaError_t error) {
+  return cudaGetErrorName(error);
+}
+BENCH_EXPORT cudaError_t cudaGetLastError(void) {
+  Call(0);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaPeekAtLastError(void) {
+  Call(0);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaDriverGetVersion(int* version) {
+  Call(0);
+  *version = 13000;
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
+  Call(0);
+  *version = 13000;
+  return cudaSuccess;
+}
+
+// --- device
+
+BENCH_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
+  Call(0);
+  if (count == nullptr) return cudaErrorInvalidValue;
+  *count = 1;
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaGetDevice(int* device) {
+  Call(0);
+  if (device == nullptr) return cudaErrorInvalidValue;
+  *device = current_device;
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaSetDevice(int device) {
+  Call(0);
+  if (device != 0) return cudaErrorInvalidDevice;
+  current_device = device;
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int* least,
+                                                          int* greatest) {
+  Call(0);
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaDeviceSynchronize(void) {
+  Call(0);
+  return cudaSuccess;
+}
+
+// --- streams and capture
+
+BENCH_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream,
+                                                      unsigned int, int) {
+  Call(kStreamCreateNs);
+  if (stream == nullptr) return cudaErrorInvalidValue;
+  *stream = reinterpret_cast<cudaStream_t>(new Stream{current_device});
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream,
+                                                   unsigned int flags) {
+  return cudaStreamCreateWithPriority(stream, flags, 0);
+}
+BENCH_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+  return cudaStreamCreateWithPriority(stream, cudaStreamDefault, 0);
+}
+BENCH_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  Call(kStreamDestroyNs);
+  if (stream == nullptr) return cudaErrorInvalidResourceHandle;
+  delete reinterpret_cast<Stream*>(stream);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaStreamQuery(cudaStream_t) {
+  Call(kStreamQueryNs);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  Call(0);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t
+cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
+  Call(kStreamIsCapturingNs);
+  if (status == nullptr) return cudaErrorInvalidValue;
+  *status = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t,
+                                              cudaGraph_t* graph) {
+  Call(0);
+  if (graph != nullptr) *graph = nullptr;
+  return cudaErrorIllegalState;
+}
+BENCH_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t) {
+  Call(0);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t,
+                                             unsigned int) {
+  Call(0);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t
+cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  Call(kCaptureModeExchangeNs);
+  if (mode == nullptr) return cudaErrorInvalidValue;
+  std::swap(*mode, capture_mode);
+  return cudaSuccess;
+}
+
+// --- events
+
+BENCH_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event,
+                                                  unsigned int) {
+  Call(kEventCreateNs);
+  Count(kEventsCreated);
+  if (event == nullptr) return cudaErrorInvalidValue;
+  *event = reinterpret_cast<cudaEvent_t>(new Event{current_device});
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+BENCH_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  Call(kEventDestroyNs);
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  delete reinterpret_cast<Event*>(event);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  Call(kEventRecordNs);
+  Count(kEventRecords);
+  return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
+  Call(kEventQueryNs);
+  Count(kEventQueries);
+  return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  Call(0);
+  return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+
+// --- memory
+
+BENCH_EXPORT cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  Call(kMallocNs);
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  Memory& memory = DeviceMemory();
+  {
+    std::lock_guard<std::mutex> lock(memory.mu);
+    // 256-byte aligned, as cudaMalloc's pointers are; a zero-byte request
+    // still gets an address of its own.
+    const uintptr_t address = memory.next;
+    memory.next += (std::max<size_t>(bytes, 1) + 255) & ~uintptr_t{255};
+    memory.live.emplace(address, static_cast<int64_t>(bytes));
+    memory.reserved += static_cast<int64_t>(bytes);
+    memory.peak = std::max(memory.peak, memory.reserved);
+    *ptr = reinterpret_cast<void*>(address);
+  }
+  Count(kMallocs);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaFree(void* ptr) {
+  Call(kFreeNs);
+  if (ptr == nullptr) return cudaSuccess;
+  Memory& memory = DeviceMemory();
+  std::lock_guard<std::mutex> lock(memory.mu);
+  auto it = memory.live.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == memory.live.end()) return cudaErrorInvalidValue;
+  memory.reserved -= it->second;
+  memory.live.erase(it);
+  Count(kFrees);
+  return cudaSuccess;
+}
+// Pinned host memory: real host memory (a caller may touch it).
+BENCH_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
+  Call(0);
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  *ptr = std::malloc(std::max<size_t>(bytes, 1));
+  return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+BENCH_EXPORT cudaError_t cudaFreeHost(void* ptr) {
+  Call(0);
+  std::free(ptr);
+  return cudaSuccess;
+}
+BENCH_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes,
+                                        size_t* total_bytes) {
+  Call(0);
+  constexpr size_t kTotal = size_t{80} << 30;  // an H100's 80 GB
+  Memory& memory = DeviceMemory();
+  std::lock_guard<std::mutex> lock(memory.mu);
+  if (total_bytes != nullptr) *total_bytes = kTotal;
+  if (free_bytes != nullptr) {
+    *free_bytes = kTotal - std::min<size_t>(kTotal, memory.reserved);
+  }
+  return cudaSuccess;
+}
