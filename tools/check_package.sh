@@ -163,7 +163,7 @@ for deb in "${debs[@]}"; do
 done
 
 echo "=== check_package: lintian (any error or warning fails)"
-lintian --fail-on error,warning --no-tag-display-limit \
+lintian --fail-on error,warning --tag-display-limit 0 \
   "${debs[@]}" "${ddebs[@]}" || fail "lintian reported errors or warnings (above)"
 echo "lintian: no error and no warning in ${#debs[@]} packages and ${#ddebs[@]} debug packages"
 
@@ -184,7 +184,7 @@ for so in $shared_objects; do
   id=$(readelf -n "$so" | sed -n 's/^ *Build ID: //p')
   debug="$debug_root/usr/lib/debug/.build-id/${id:0:2}/${id:2}.debug"
   [[ -n $id && -f $debug ]] || fail "no debug file for $so (build ID '$id')"
-  readelf -S "$debug" | grep -q "\.debug_info" || fail "$debug has no .debug_info"
+  has "$(readelf -S "$debug")" "\.debug_info" "$debug has no .debug_info"
 done
 echo "$(wc -w <<<"$shared_objects") shared objects stripped, each with its debug file"
 
@@ -195,8 +195,9 @@ packages=()
 for deb in "${debs[@]}" "${ddebs[@]}"; do
   packages+=("$(dpkg-deb --field "$deb" Package)")
 done
+status() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true; }
 for package in "${packages[@]}"; do
-  if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "installed"; then
+  if [[ -n $(status "$package") && $(status "$package") != *" not-installed" ]]; then
     fail "$package is already installed here; purge it first (apt-get purge $package)"
   fi
 done
@@ -213,13 +214,13 @@ DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y --no-install-
 "${sudo_cmd[@]}" dpkg -i "${ddebs[@]}"
 owned=$(dpkg-query -L "${packages[@]}" | sort -u)
 # The trigger ran ldconfig: the loader's cache knows the library.
-ldconfig -p | grep -q "libgpupool\.so\.0 " || fail "libgpupool.so.0 not in the ldconfig cache"
+has "$(ldconfig -p)" "libgpupool\.so\.0 " "libgpupool.so.0 not in the ldconfig cache"
 consumer "$PWD/$build/system_consumer" -DSYSTEM=ON -DTESTING=ON
 # The preload from its installed path; $LIB is the loader's multiarch
 # directory (lib/<multiarch> on Debian).
-env LD_PRELOAD="/usr/\$LIB/gpupool/libgpupool_preload.so" cat /proc/self/maps |
-  grep -q "$libdir/gpupool/libgpupool_preload.so" ||
-  fail "LD_PRELOAD=/usr/\$LIB/gpupool/libgpupool_preload.so did not load the preload"
+has "$(env LD_PRELOAD="/usr/\$LIB/gpupool/libgpupool_preload.so" cat /proc/self/maps)" \
+  "$libdir/gpupool/libgpupool_preload.so" \
+  "LD_PRELOAD=/usr/\$LIB/gpupool/libgpupool_preload.so did not load the preload"
 # gdb finds the debug information of the installed library by its build ID.
 so=$(readlink -f "$libdir/libgpupool.so.0")
 id=$(readelf -n "$so" | sed -n 's/^ *Build ID: //p')
@@ -228,8 +229,8 @@ id=$(readelf -n "$so" | sed -n 's/^ *Build ID: //p')
 purge
 trap - EXIT
 for package in "${packages[@]}"; do
-  if dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -qv "not-installed"; then
-    fail "$package still known to dpkg after purge"
+  if [[ -n $(status "$package") && $(status "$package") != *" not-installed" ]]; then
+    fail "$package is still known to dpkg after purge: $(status "$package")"
   fi
 done
 left=()
@@ -242,8 +243,6 @@ while read -r path; do
   fi
 done <<<"$owned"
 ((${#left[@]} == 0)) || fail "purge left: ${left[*]}"
-if ldconfig -p | grep -q "libgpupool"; then
-  fail "libgpupool still in the ldconfig cache after purge"
-fi
+lacks "$(ldconfig -p)" "libgpupool" "libgpupool still in the ldconfig cache after purge"
 echo "installed, used and purged ${#packages[@]} packages: nothing of theirs is left"
 echo "check_package: ok"
