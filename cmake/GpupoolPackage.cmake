@@ -121,7 +121,7 @@ set(CPACK_DEBIAN_TESTING_DESCRIPTION
 ${_gpupool_about}
 
 This package holds gpupool::testing, for test suites built with GoogleTest:
-an environment that sets up the process's pools and checks them at exit, a
+an environment that creates the process's pools before the first test, a
 per-test check that every lease was returned, and ScopedLeakGuard for part
 of a test; gpupool::testing_main is GoogleTest's main() with those
 installed. It provides the CMake component `testing`

@@ -19,7 +19,7 @@
 #      install), the consumers built with no prefix given and run, the
 #      preload loaded from its installed path, then every package purged,
 #      leaving no file of theirs (a trap purges them if a step fails).
-#      Refuses to start if a gpupool package is already installed.
+#      Stops before installing if one of these packages is installed already.
 # Needs root (or sudo) for step 6, and lintian (apt-get install lintian).
 # Usage: tools/check_package.sh [build dir]   (default build/shared)
 set -euo pipefail
