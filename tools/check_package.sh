@@ -2,8 +2,9 @@
 # The shared build as a distribution ships it, checked end to end:
 #   1. Abseil for the preload: Debian's source built position-independent
 #      and static (tools/build_abseil.sh pic, cached in build/_deps);
-#   2. a shared build (BUILD_SHARED_LIBS=ON, prefix /usr), libraries and
-#      preload only;
+#   2. a shared build (BUILD_SHARED_LIBS=ON, prefix /usr, Debian's build
+#      flags from dpkg-buildflags with hardening=+all), libraries and preload
+#      only;
 #   3. installed into a scratch prefix: the install-consumer checks
 #      (SONAME, RUNPATH $ORIGIN, exported names, a CMake and a pkg-config
 #      consumer started with no LD_LIBRARY_PATH), and the installed preload
@@ -34,7 +35,16 @@ fail() {
 command -v lintian >/dev/null || fail "lintian not found (apt-get install lintian)"
 
 tools/build_abseil.sh pic
+# Debian's own build flags, hardening included (stack protector, fortified
+# libc calls, relocations read-only and bound at load), as a distribution
+# builds the packages.
+flags() { DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"; }
+ldflags=$(flags LDFLAGS)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS="$(flags CPPFLAGS) $(flags CFLAGS)" \
+  -DCMAKE_CXX_FLAGS="$(flags CPPFLAGS) $(flags CXXFLAGS)" \
+  -DCMAKE_SHARED_LINKER_FLAGS="$ldflags" -DCMAKE_MODULE_LINKER_FLAGS="$ldflags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_INSTALL_PREFIX=/usr \
   -DBUILD_SHARED_LIBS=ON -DGPUPOOL_WARNINGS_AS_ERRORS=ON \
   -DGPUPOOL_PRELOAD_ABSEIL_DIR="$PWD/build/_deps/absl-pic" \
