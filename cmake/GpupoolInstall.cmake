@@ -1,10 +1,15 @@
 # install() + export of gpupool::* targets, gpupoolConfig.cmake and pkg-config.
 set(GPUPOOL_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/gpupool")
 
-# Everything here is the development package's (libgpupool-dev); the
-# libraries' runtime files are the runtime package's (cmake/GpupoolLibrary.cmake).
+# Install components, one per Debian package (cmake/GpupoolPackage.cmake):
+#   runtime      the shared libraries (libgpupool0)
+#   development  headers, the CMake package, gpupool.pc, the .so links and
+#                static libraries (libgpupool-dev)
+#   testing      the GoogleTest helpers: their header, static libraries,
+#                CMake component and pkg-config files (libgpupool-testing-dev)
+#   preload      libgpupool_preload.so (gpupool-preload; src/preload)
 install(DIRECTORY include/gpupool DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        COMPONENT development)
+        COMPONENT development PATTERN testing EXCLUDE)
 install(EXPORT gpupoolTargets NAMESPACE gpupool:: DESTINATION ${GPUPOOL_CMAKE_DIR}
         COMPONENT development)
 
@@ -13,8 +18,10 @@ install(EXPORT gpupoolTargets NAMESPACE gpupool:: DESTINATION ${GPUPOOL_CMAKE_DI
 # GoogleTest.
 if(TARGET gpupool_testing)
   set(GPUPOOL_HAVE_TESTING ON)
+  install(DIRECTORY include/gpupool/testing
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpupool COMPONENT testing)
   install(EXPORT gpupoolTestingTargets NAMESPACE gpupool::
-          DESTINATION ${GPUPOOL_CMAKE_DIR} COMPONENT development)
+          DESTINATION ${GPUPOOL_CMAKE_DIR} COMPONENT testing)
 else()
   set(GPUPOOL_HAVE_TESTING OFF)
 endif()
@@ -65,7 +72,7 @@ if(GPUPOOL_HAVE_TESTING)
   foreach(pc gpupool-testing gpupool-testing-main)
     configure_file(cmake/${pc}.pc.in "${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc" @ONLY)
     install(FILES "${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc"
-            DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT development)
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT testing)
   endforeach()
 endif()
 

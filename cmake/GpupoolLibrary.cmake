@@ -19,15 +19,20 @@ function(gpupool_library name export_name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE $<BUILD_INTERFACE:gpupool_compile_options>)
   gpupool_shared_library_properties(${name})
-  # GPUPOOL_EXPORT_SET (set by src/testing) puts a library into another
-  # export set: the package's `testing` component.
+  # GPUPOOL_EXPORT_SET and GPUPOOL_INSTALL_COMPONENT (set by src/testing)
+  # put a library into another export set and install component: the CMake
+  # package's `testing` component, the libgpupool-testing-dev package.
   if(NOT GPUPOOL_EXPORT_SET)
     set(GPUPOOL_EXPORT_SET gpupoolTargets)
   endif()
+  if(NOT GPUPOOL_INSTALL_COMPONENT)
+    set(GPUPOOL_INSTALL_COMPONENT development)
+  endif()
   install(TARGETS ${name} EXPORT ${GPUPOOL_EXPORT_SET}
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT development
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+                  COMPONENT ${GPUPOOL_INSTALL_COMPONENT}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
-                  NAMELINK_COMPONENT development)
+                  NAMELINK_COMPONENT ${GPUPOOL_INSTALL_COMPONENT})
 endfunction()
 
 function(gpupool_layer name)

@@ -9,12 +9,19 @@
 # RUNPATH $ORIGIN, nothing but gpupool's names exported), and every consumer
 # starts with LD_LIBRARY_PATH unset.
 #   cmake -DBUILD_DIR=<build> -DSOURCE_DIR=<this folder> -DWORK_DIR=<scratch>
-#         -DCXX=<c++> -DGENERATOR=<generator> [-DPREFIX=<installed prefix>]
-#         -P run.cmake
+#         -DCXX=<c++> -DGENERATOR=<generator>
+#         [-DPREFIX=<installed prefix> | -DSYSTEM=ON] [-DTESTING=ON] -P run.cmake
 # PREFIX: an installed tree to check instead of installing BUILD_DIR (the
-# unpacked .deb pair, tools/check_package.sh).
+# unpacked .deb packages, tools/check_package.sh).
+# SYSTEM: gpupool is installed in the system's own directories (the .deb
+# packages installed by dpkg): the consumers are built with no prefix given
+# (no CMAKE_PREFIX_PATH, PKG_CONFIG_PATH or -rpath) and run as installed; the
+# libraries' own checks are left to the PREFIX run over the same files.
+# TESTING: the testing component must be there (else: where installed).
 file(REMOVE_RECURSE "${WORK_DIR}")
-if(PREFIX)
+if(SYSTEM)
+  set(prefix "")
+elseif(PREFIX)
   set(prefix "${PREFIX}")
 else()
   set(prefix "${WORK_DIR}/prefix")
@@ -24,12 +31,21 @@ else()
     message(FATAL_ERROR "install failed: ${rc}")
   endif()
 endif()
-if(NOT IS_ABSOLUTE "${prefix}" OR prefix STREQUAL "/")
+if(NOT SYSTEM AND (NOT IS_ABSOLUTE "${prefix}" OR prefix STREQUAL "/"))
   message(FATAL_ERROR "install consumer: bad prefix '${prefix}'")
 endif()
 # Consumers run as a user would start them: no LD_LIBRARY_PATH.
 set(run_env "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH GPUPOOL_BACKEND=sim)
+# Where the consumers look for gpupool: the prefix, or (SYSTEM) nowhere but
+# the tools' own defaults.
+set(prefix_path "")
+if(NOT SYSTEM)
+  set(prefix_path "-DCMAKE_PREFIX_PATH=${prefix}")
+endif()
 
+# The installed libraries (SYSTEM: checked by the PREFIX run over the same
+# files).
+if(NOT SYSTEM)
 # No installed library may reference a vendor symbol at link time.
 file(GLOB_RECURSE installed_libs "${prefix}/*.a" "${prefix}/*.so*")
 if(NOT installed_libs)
@@ -87,6 +103,7 @@ foreach(lib IN LISTS shared_libs)
   endforeach()
   message(STATUS "${file_name}: SONAME ${soname}, RUNPATH $ORIGIN, ${count} exported names, all gpupool's")
 endforeach()
+endif()
 
 # A vendor runtime in the output of ldd fails the check.
 find_program(LDD_EXECUTABLE ldd)
@@ -107,7 +124,7 @@ endfunction()
 # The default component needs neither GoogleTest nor a CUDA toolkit.
 execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build"
                         -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${CXX}"
-                        "-DCMAKE_PREFIX_PATH=${prefix}"
+                        ${prefix_path}
                         -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
                         -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON
                         -DCMAKE_DISABLE_FIND_PACKAGE_hip=ON
@@ -127,12 +144,15 @@ endif()
 
 # The testing component, where installed, brings gpupool::testing (and needs
 # GoogleTest); configuring is enough to prove the component resolves.
-file(GLOB testing_targets "${prefix}/*/cmake/gpupool/gpupoolTestingTargets.cmake")
-if(testing_targets)
+set(testing_targets "")
+if(NOT SYSTEM)
+  file(GLOB_RECURSE testing_targets "${prefix}/*/gpupoolTestingTargets.cmake")
+endif()
+if(testing_targets OR TESTING)
   execute_process(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}"
                           -B "${WORK_DIR}/build_testing" -G "${GENERATOR}"
                           "-DCMAKE_CXX_COMPILER=${CXX}"
-                          "-DCMAKE_PREFIX_PATH=${prefix}"
+                          ${prefix_path}
                           -DCONSUMER_WITH_TESTING=ON
                   RESULT_VARIABLE rc OUTPUT_QUIET)
   if(NOT rc EQUAL 0)
@@ -159,14 +179,18 @@ find_program(PKG_CONFIG_EXECUTABLE pkg-config)
 if(NOT PKG_CONFIG_EXECUTABLE)
   message(FATAL_ERROR "pkg-config not found (tools/install_deps.sh installs it)")
 endif()
-file(GLOB_RECURSE pc_files "${prefix}/*/gpupool.pc")
-list(LENGTH pc_files pc_count)
-if(NOT pc_count EQUAL 1)
-  message(FATAL_ERROR "expected one installed gpupool.pc, found: ${pc_files}")
+if(SYSTEM)
+  set(pc_env "${CMAKE_COMMAND}" -E env --unset=PKG_CONFIG_PATH)
+else()
+  file(GLOB_RECURSE pc_files "${prefix}/*/gpupool.pc")
+  list(LENGTH pc_files pc_count)
+  if(NOT pc_count EQUAL 1)
+    message(FATAL_ERROR "expected one installed gpupool.pc, found: ${pc_files}")
+  endif()
+  get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+  set(pc_env "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}")
 endif()
-get_filename_component(pc_dir "${pc_files}" DIRECTORY)
-execute_process(COMMAND "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
-                        "${PKG_CONFIG_EXECUTABLE}" --cflags --libs gpupool
+execute_process(COMMAND ${pc_env} "${PKG_CONFIG_EXECUTABLE}" --cflags --libs gpupool
                 OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -174,9 +198,8 @@ if(NOT rc EQUAL 0)
 endif()
 message(STATUS "pkg-config --cflags --libs gpupool: ${pc_flags}")
 # The GoogleTest helpers without CMake, where installed.
-if(EXISTS "${pc_dir}/gpupool-testing-main.pc")
-  execute_process(COMMAND "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
-                          "${PKG_CONFIG_EXECUTABLE}" --libs gpupool-testing-main
+if(TESTING OR (NOT SYSTEM AND EXISTS "${pc_dir}/gpupool-testing-main.pc"))
+  execute_process(COMMAND ${pc_env} "${PKG_CONFIG_EXECUTABLE}" --libs gpupool-testing-main
                   OUTPUT_VARIABLE testing_flags OUTPUT_STRIP_TRAILING_WHITESPACE
                   RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0 OR NOT testing_flags MATCHES "-lgpupool_testing_main -lgpupool_testing .*-lgpupool ")
@@ -192,8 +215,7 @@ separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
 # records where they are (-rpath), as any program linking them would.
 set(rpath "")
 if(shared)
-  execute_process(COMMAND "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${pc_dir}"
-                          "${PKG_CONFIG_EXECUTABLE}" --variable=libdir gpupool
+  execute_process(COMMAND ${pc_env} "${PKG_CONFIG_EXECUTABLE}" --variable=libdir gpupool
                   OUTPUT_VARIABLE pc_libdir OUTPUT_STRIP_TRAILING_WHITESPACE)
   set(rpath "-Wl,-rpath,${pc_libdir}")
 endif()
