@@ -9,7 +9,7 @@
 // header alone.
 //
 // Strings: Debian's Abseil keeps absl::string_view distinct from
-// std::string_view; the public names DESIGN.md binds (Backend::name,
+// std::string_view; the public API (Backend::name,
 // MakeBackend) use std::string_view, everything else absl::string_view.
 //
 // Thread safety: every primitive may be called concurrently from any thread.

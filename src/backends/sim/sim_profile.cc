@@ -14,8 +14,9 @@ SimProfile SimProfile::Instant() {
 SimProfile SimProfile::Cuda() {
   SimProfile profile;
   profile.name = "cuda";
-  // DESIGN.md: about 3 µs per cudaStreamCreate + cudaStreamDestroy pair; events
-  // cost about the same. Split evenly between create and destroy.
+  // An estimate: about 3 µs per cudaStreamCreate + cudaStreamDestroy pair (an
+  // H100 measured 3.8-6.4 µs, docs/benchmarks.md); events cost about the
+  // same. Split evenly between create and destroy.
   profile.stream_create = absl::Nanoseconds(1500);
   profile.stream_destroy = absl::Nanoseconds(1500);
   profile.event_create = absl::Nanoseconds(1500);
