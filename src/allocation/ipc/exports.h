@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,7 @@ namespace gpupool::internal {
 class IpcExports {
  public:
   explicit IpcExports(Backend& backend);
+  ~IpcExports();
   IpcExports(const IpcExports&) = delete;
   IpcExports& operator=(const IpcExports&) = delete;
 
@@ -57,9 +59,10 @@ class IpcExports {
   // Drops everything a poisoned `device` exported (its memory is gone).
   void DropDevice(int device);
 
-  // Our own version `version` of some buffer: its local pointer, or
-  // nullptr when it is not exported (any more).
-  void* LocalPointer(uint64_t version) const;
+  // The local pointer of `handle`, one of our own versions, checked against
+  // its binding like any import. NotFound: that version is freed.
+  // InvalidArgument: a field does not match what we exported.
+  absl::StatusOr<void*> LocalPointer(const IpcHandle& handle) const;
 
   int64_t exports() const;           // versions exported
   int64_t export_calls() const;      // Export calls
@@ -83,6 +86,20 @@ class IpcExports {
   int64_t exports_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t export_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// True when `exporter_id` is a live cache of this process.
+bool IsLocalExporter(uint64_t exporter_id);
+
+// Compares `handle` with the binding its exporter recorded for its slot
+// (nullopt: the slot no longer holds that version → NotFound): runtime
+// bytes, buffer id, device and offset + bytes (InvalidArgument naming the
+// field).
+absl::Status CheckBinding(const IpcHandle& handle,
+                          const std::optional<IpcSlotBinding>& binding);
+// InvalidArgument when offset + bytes of `handle` run past `extent`
+// (computed without overflow); `of_what` names the extent in the message.
+absl::Status CheckExtent(const IpcHandle& handle, uint64_t extent,
+                         absl::string_view of_what);
 
 // A process-wide version counter (also the shared table's slot tags):
 // versions never repeat in a process, like CU_POINTER_ATTRIBUTE_BUFFER_ID.

@@ -78,49 +78,61 @@ ImportedBuffer IpcImports::MakeLease(IpcMapping* mapping, bool local,
 
 absl::StatusOr<std::shared_ptr<IpcRefs>> IpcImports::RefsOf(
     const IpcHandle& handle) {
-  const std::pair<uint64_t, uint64_t> exporter{handle.exporter_pid,
-                                               handle.exporter_id};
   {
     MutexLock lock(&mu_);
-    auto it = refs_.find(exporter);
+    auto it = refs_.find(handle.exporter_id);
     if (it != refs_.end()) return it->second;
   }
   absl::StatusOr<std::unique_ptr<IpcRefs>> attached =
-      IpcRefs::Attach(handle.exporter_pid, handle.exporter_id);
+      IpcRefs::Attach(handle.exporter_id);
   if (!attached.ok()) return attached.status();
   std::shared_ptr<IpcRefs> refs = *std::move(attached);
   MutexLock lock(&mu_);
-  return refs_.try_emplace(exporter, std::move(refs)).first->second;
+  return refs_.try_emplace(handle.exporter_id, std::move(refs)).first->second;
+}
+
+namespace {
+
+constexpr absl::string_view kWhere = "AllocationCache::Import";
+
+// Why `handle` is not the version `mapped` already maps (same version).
+absl::Status NotTheMappedVersion(const IpcHandle& mapped,
+                                 const IpcHandle& handle) {
+  absl::string_view wrong = "runtime bytes do";
+  if (mapped.slot != handle.slot) {
+    wrong = "slot does";
+  } else if (mapped.device != handle.device) {
+    wrong = "device does";
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(kWhere, ": the handle's ", wrong, " not match version ",
+                   handle.version, " already mapped (forged or corrupt)"));
+}
+
+}  // namespace
+
+absl::StatusOr<ImportedBuffer> IpcImports::ImportLocal(const IpcHandle& handle,
+                                                       int device) {
+  absl::StatusOr<void*> local = exports_.LocalPointer(handle);
+  if (!local.ok()) return local.status();
+  MutexLock lock(&mu_);
+  ++stats_.imports;
+  ++stats_.local_imports;
+  ++local_leases_;
+  ImportedBuffer lease =
+      MakeLease(nullptr, true, static_cast<char*>(*local) + handle.offset);
+  lease.size_ = handle.bytes;
+  lease.device_ = device;
+  lease.version_ = handle.version;
+  return lease;
 }
 
 absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
                                                   int device) {
-  constexpr absl::string_view where = "AllocationCache::Import";
-  if (handle.exporter_pid == exports_.exporter_pid()) {
-    if (handle.exporter_id != exports_.exporter_id()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where,
-          ": the handle was exported by another cache of this process "
-          "(the runtimes cannot open their own handles)"));
-    }
-    void* local = exports_.LocalPointer(handle.version);
-    if (local == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat(where, ": stale handle: version ", handle.version,
-                       " of this cache's buffer was freed"));
-    }
-    MutexLock lock(&mu_);
-    ++stats_.imports;
-    ++stats_.local_imports;
-    ++local_leases_;
-    ImportedBuffer lease = MakeLease(nullptr, true, local);
-    lease.size_ = handle.bytes;
-    lease.device_ = device;
-    lease.version_ = handle.version;
-    return lease;
+  if (handle.exporter_id == exports_.exporter_id()) {
+    return ImportLocal(handle, device);
   }
-  const Key key{handle.exporter_pid, handle.exporter_id, handle.buffer_id,
-                device};
+  const Key key{handle.exporter_id, handle.buffer_id, device};
   std::unique_ptr<IpcMapping> to_close;
   IpcMapping* mapping = nullptr;
   {
@@ -135,8 +147,18 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
         mu_.Await(absl::Condition(&OpenEnded, &wait));
         continue;
       }
-      if (known->handle.version == handle.version &&
-          known->handle.runtime == handle.runtime) {
+      if (known->handle.version == handle.version) {
+        // A hit only for exactly the handle that was mapped, within what
+        // was mapped.
+        if (known->handle.runtime != handle.runtime ||
+            known->handle.slot != handle.slot ||
+            known->handle.device != handle.device) {
+          return NotTheMappedVersion(known->handle, handle);
+        }
+        if (handle.offset > known->extent ||
+            handle.bytes > known->extent - handle.offset) {
+          return CheckExtent(handle, known->extent, "the mapped allocation");
+        }
         ++known->leases;
         ++stats_.imports;
         ++stats_.import_hits;
@@ -147,15 +169,9 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
         lease.version_ = handle.version;
         return lease;
       }
-      if (known->handle.version == handle.version) {
-        // Same version, other bytes: not what the exporter made.
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": the handle's runtime bytes differ from those of version ",
-            handle.version, " already mapped (forged or corrupt)"));
-      }
       if (known->handle.version > handle.version) {
         return absl::NotFoundError(
-            absl::StrCat(where, ": stale handle: version ", handle.version,
+            absl::StrCat(kWhere, ": stale handle: version ", handle.version,
                          " was superseded by version ", known->handle.version));
       }
       // A newer version: the old mapping goes once its leases are gone.
@@ -177,43 +193,82 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
   }
   if (to_close != nullptr) CloseMapping(std::move(to_close));
 
-  // Pin first: from then on the exporter keeps this version alive.
-  absl::Status failed;
-  absl::StatusOr<std::shared_ptr<IpcRefs>> refs = RefsOf(handle);
-  void* base = nullptr;
-  if (!refs.ok()) {
-    failed = refs.status();
-  } else if (!(*refs)->Pin(handle.slot, handle.version)) {
-    failed = absl::NotFoundError(absl::StrCat(
-        where, ": stale handle: the exporter freed version ", handle.version));
-  } else {
-    absl::StatusOr<void*> opened =
-        backend_.OpenIpcHandle(device, handle.runtime);
-    if (opened.ok()) {
-      base = *opened;
-    } else {
-      (*refs)->Unpin(handle.slot, handle.version);
-      failed = opened.status();
-    }
-  }
+  absl::StatusOr<Opened> opened = Open(handle, device);
   MutexLock lock(&mu_);
   ++opens_ended_;  // the waiters look again (Unlock notifies them)
-  if (!failed.ok()) {
+  if (!opened.ok()) {
     current_.erase(key);
-    return failed;
+    return opened.status();
   }
-  mapping->refs = *refs;
-  mapping->base = base;
+  mapping->refs = std::move(opened->refs);
+  mapping->base = opened->base;
+  mapping->extent = opened->extent;
   mapping->opening = false;
   mapping->leases = 1;
   ++stats_.opens;
   ++stats_.imports;
-  ImportedBuffer lease =
-      MakeLease(mapping, false, static_cast<char*>(base) + handle.offset);
+  ImportedBuffer lease = MakeLease(
+      mapping, false, static_cast<char*>(opened->base) + handle.offset);
   lease.size_ = handle.bytes;
   lease.device_ = device;
   lease.version_ = handle.version;
   return lease;
+}
+
+absl::StatusOr<IpcImports::Opened> IpcImports::Open(const IpcHandle& handle,
+                                                    int device) {
+  if (IsLocalExporter(handle.exporter_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhere,
+        ": the handle was exported by another cache of this process "
+        "(the runtimes cannot open their own handles)"));
+  }
+  Opened opened;
+  absl::StatusOr<std::shared_ptr<IpcRefs>> refs = RefsOf(handle);
+  if (!refs.ok()) return refs.status();
+  opened.refs = *std::move(refs);
+  // Before any pin or open: the handle is what the exporter recorded for
+  // its slot, and within the extent it vouched for.
+  const std::optional<IpcSlotBinding> binding =
+      opened.refs->Binding(handle.slot, handle.version);
+  if (absl::Status bound = CheckBinding(handle, binding); !bound.ok()) {
+    return bound;
+  }
+  // Pin: from then on the exporter keeps this version alive.
+  if (!opened.refs->Pin(handle.slot, handle.version)) {
+    return absl::NotFoundError(absl::StrCat(
+        kWhere, ": stale handle: the exporter freed version ", handle.version));
+  }
+  absl::StatusOr<void*> base = backend_.OpenIpcHandle(device, handle.runtime);
+  if (!base.ok()) {
+    opened.refs->Unpin(handle.slot, handle.version);
+    return base.status();
+  }
+  opened.base = *base;
+  // The real extent of what was mapped, where the runtime can tell.
+  absl::Status refused;
+  absl::StatusOr<AddressRange> range =
+      backend_.GetAddressRange(device, opened.base);
+  if (range.ok()) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(opened.base);
+    const uintptr_t from = reinterpret_cast<uintptr_t>(range->base);
+    if (at < from || at - from > range->bytes) {
+      refused = absl::InternalError(absl::StrCat(
+          kWhere, ": the runtime places the mapping outside its own range"));
+    } else {
+      opened.extent = range->bytes - (at - from);
+      refused = CheckExtent(handle, opened.extent, "the mapped allocation");
+    }
+  } else if (range.status().code() == absl::StatusCode::kUnimplemented) {
+    opened.extent = binding->extent;  // no query: the exporter's record
+  } else {
+    refused = range.status();
+  }
+  if (refused.ok()) return opened;
+  if (backend_.CloseIpcHandle(device, opened.base).ok()) {
+    opened.refs->Unpin(handle.slot, handle.version);
+  }
+  return refused;
 }
 
 void IpcImports::Release(IpcMapping* mapping) {
@@ -329,8 +384,9 @@ void IpcImports::AppendOutstanding(std::vector<OutstandingLease>* out) const {
       OutstandingLease lease;
       lease.resource = "ipc import";
       lease.device = m.device;
-      lease.key = absl::StrCat("exporter pid ", m.handle.exporter_pid,
-                               " buffer version ", m.handle.version);
+      lease.key = absl::StrFormat("exporter %016x (pid %d) buffer version %d",
+                                  m.handle.exporter_id, m.handle.exporter_pid,
+                                  m.handle.version);
       out->push_back(std::move(lease));
     }
   };

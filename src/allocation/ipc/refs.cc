@@ -20,7 +20,8 @@ namespace {
 
 constexpr int kCountBits = 24;
 constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
-constexpr size_t kTableBytes = IpcRefs::kSlots * sizeof(uint64_t);
+// A claimed slot whose binding is being written: no version matches it.
+constexpr uint64_t kClaimingTag = (uint64_t{1} << (64 - kCountBits)) - 1;
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 uint64_t TagOf(uint64_t word) { return word >> kCountBits; }
@@ -29,77 +30,143 @@ uint64_t Word(uint64_t tag, uint64_t count) {
   return (tag << kCountBits) | count;
 }
 
-std::atomic<uint64_t>* MapTable(int fd) {
+}  // namespace
+
+// Lock-free atomics only: the exporter writes them, importers read them.
+struct IpcRefs::Record {
+  std::atomic<uint64_t> digest;
+  std::atomic<uint64_t> buffer_id;
+  std::atomic<int64_t> device;
+  std::atomic<uint64_t> extent;
+};
+
+namespace {
+
+constexpr size_t kWordsBytes = IpcRefs::kSlots * sizeof(uint64_t);
+constexpr size_t kTableBytes =
+    kWordsBytes + IpcRefs::kSlots * sizeof(std::atomic<uint64_t>) * 4;
+
+void* MapTable(int fd) {
   void* base =
       mmap(nullptr, kTableBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  return base == MAP_FAILED ? nullptr
-                            : static_cast<std::atomic<uint64_t>*>(base);
+  return base == MAP_FAILED ? nullptr : base;
 }
 
 }  // namespace
 
-std::string IpcRefs::PathOf(uint64_t pid, uint64_t exporter_id) {
-  return absl::StrFormat("/dev/shm/gpupool-ipc-refs-%d-%016x", pid,
-                         exporter_id);
+uint64_t IpcRuntimeDigest(const std::array<uint8_t, 64>& runtime_bytes) {
+  uint64_t hash = 0xcbf29ce484222325;
+  for (uint8_t byte : runtime_bytes) hash = (hash ^ byte) * 0x100000001b3;
+  return hash;
+}
+
+IpcRefs::IpcRefs(std::string path, bool owner, void* table)
+    : path_(std::move(path)),
+      owner_(owner),
+      table_(table),
+      words_(static_cast<std::atomic<uint64_t>*>(table)),
+      records_(
+          reinterpret_cast<Record*>(static_cast<char*>(table) + kWordsBytes)) {
+  static_assert(sizeof(Record) == 4 * sizeof(uint64_t));
+}
+
+std::string IpcRefs::PathOf(uint64_t exporter_id) {
+  return absl::StrFormat("/dev/shm/gpupool-ipc-refs-%016x", exporter_id);
 }
 
 absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Create(uint64_t exporter_id) {
-  std::string path = PathOf(static_cast<uint64_t>(getpid()), exporter_id);
+  std::string path = PathOf(exporter_id);
   const int fd =
       open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("IPC export: cannot create ", path,
                                             ": ", strerror(errno)));
   }
-  std::atomic<uint64_t>* words =
-      ftruncate(fd, kTableBytes) == 0 ? MapTable(fd) : nullptr;
+  void* table = ftruncate(fd, kTableBytes) == 0 ? MapTable(fd) : nullptr;
   const int error = errno;
   close(fd);
-  if (words == nullptr) {
+  if (table == nullptr) {
     unlink(path.c_str());
     return absl::InternalError(
         absl::StrCat("IPC export: cannot map ", path, ": ", strerror(error)));
   }
-  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), true, words));
+  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), true, table));
 }
 
-absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Attach(uint64_t pid,
-                                                         uint64_t exporter_id) {
-  std::string path = PathOf(pid, exporter_id);
+absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Attach(uint64_t exporter_id) {
+  std::string path = PathOf(exporter_id);
   const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     return absl::NotFoundError(
-        absl::StrCat("IPC import: stale handle: the exporting cache (process ",
-                     pid, ") is gone"));
+        absl::StrFormat("IPC import: stale handle: the exporting cache %016x "
+                        "is gone",
+                        exporter_id));
   }
   struct stat info;
-  std::atomic<uint64_t>* words =
+  void* table =
       fstat(fd, &info) == 0 && static_cast<size_t>(info.st_size) == kTableBytes
           ? MapTable(fd)
           : nullptr;
   close(fd);
-  if (words == nullptr) {
+  if (table == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("IPC import: ", path, " is not an export table"));
   }
-  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), false, words));
+  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), false, table));
 }
 
 IpcRefs::~IpcRefs() {
   if (owner_) unlink(path_.c_str());
-  munmap(words_, kTableBytes);
+  munmap(table_, kTableBytes);
 }
 
-absl::StatusOr<uint32_t> IpcRefs::Claim(uint64_t tag) {
+absl::StatusOr<uint32_t> IpcRefs::Claim(uint64_t tag,
+                                        const IpcSlotBinding& binding) {
   for (uint32_t slot = 0; slot < kSlots; ++slot) {
     uint64_t expected = 0;
-    if (words_[slot].compare_exchange_strong(expected, Word(tag, 0),
+    if (words_[slot].compare_exchange_strong(expected, Word(kClaimingTag, 0),
                                              std::memory_order_acq_rel)) {
+      Record& record = records_[slot];
+      record.digest.store(binding.digest, std::memory_order_relaxed);
+      record.buffer_id.store(binding.buffer_id, std::memory_order_relaxed);
+      record.device.store(binding.device, std::memory_order_relaxed);
+      record.extent.store(binding.extent, std::memory_order_relaxed);
+      // Published: whoever sees the tag sees the binding.
+      words_[slot].store(Word(tag, 0), std::memory_order_release);
       return slot;
     }
   }
   return absl::ResourceExhaustedError(absl::StrCat(
       "IPC export: all ", kSlots, " export slots hold versions still mapped"));
+}
+
+void IpcRefs::GrowExtent(uint32_t slot, uint64_t extent) {
+  if (slot >= kSlots) return;
+  std::atomic<uint64_t>& current = records_[slot].extent;
+  uint64_t seen = current.load(std::memory_order_relaxed);
+  while (seen < extent && !current.compare_exchange_weak(
+                              seen, extent, std::memory_order_release)) {
+  }
+}
+
+std::optional<IpcSlotBinding> IpcRefs::Binding(uint32_t slot,
+                                               uint64_t tag) const {
+  if (slot >= kSlots || tag == 0 || tag >= kClaimingTag) return std::nullopt;
+  if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
+    return std::nullopt;
+  }
+  const Record& record = records_[slot];
+  IpcSlotBinding binding;
+  binding.digest = record.digest.load(std::memory_order_relaxed);
+  binding.buffer_id = record.buffer_id.load(std::memory_order_relaxed);
+  binding.device = record.device.load(std::memory_order_relaxed);
+  binding.extent = record.extent.load(std::memory_order_acquire);
+  // Still that version: the binding read belongs to it (a slot is rebound
+  // only after a retire, and versions never repeat).
+  if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
+    return std::nullopt;
+  }
+  return binding;
 }
 
 bool IpcRefs::TryRetire(uint32_t slot, uint64_t tag) {
@@ -110,7 +177,7 @@ bool IpcRefs::TryRetire(uint32_t slot, uint64_t tag) {
 }
 
 bool IpcRefs::Pin(uint32_t slot, uint64_t tag) {
-  if (slot >= kSlots) return false;
+  if (slot >= kSlots || tag == 0 || tag >= kClaimingTag) return false;
   uint64_t word = words_[slot].load(std::memory_order_acquire);
   while (TagOf(word) == tag && CountOf(word) < kCountMask) {
     if (words_[slot].compare_exchange_weak(word, word + 1,

@@ -17,34 +17,49 @@
 #ifndef GPUPOOL_SRC_ALLOCATION_IPC_REFS_H_
 #define GPUPOOL_SRC_ALLOCATION_IPC_REFS_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 
 namespace gpupool::internal {
 
+// What the exporter recorded for a version (see above).
+struct IpcSlotBinding {
+  uint64_t digest = 0;  // IpcRuntimeDigest of the runtime handle bytes
+  uint64_t buffer_id = 0;
+  int64_t device = -1;
+  uint64_t extent = 0;  // bytes from the allocation's base
+};
+
 class IpcRefs {
  public:
   static constexpr uint32_t kSlots = 4096;
 
-  // Exporter: creates the table of this process and `exporter_id`.
+  // Exporter: creates the table of `exporter_id`.
   static absl::StatusOr<std::unique_ptr<IpcRefs>> Create(uint64_t exporter_id);
-  // Importer: attaches the table of another process; NotFound when it is
+  // Importer: attaches the table of another cache; NotFound when it is
   // gone (the exporter exited or destroyed its cache).
-  static absl::StatusOr<std::unique_ptr<IpcRefs>> Attach(uint64_t pid,
-                                                         uint64_t exporter_id);
+  static absl::StatusOr<std::unique_ptr<IpcRefs>> Attach(uint64_t exporter_id);
   // The owner removes the file; everyone unmaps.
   ~IpcRefs();
   IpcRefs(const IpcRefs&) = delete;
   IpcRefs& operator=(const IpcRefs&) = delete;
 
-  // Exporter: a free slot, tagged `tag` (> 0, < 2^40) with count 0;
-  // ResourceExhausted when every slot is taken.
-  absl::StatusOr<uint32_t> Claim(uint64_t tag);
+  // Exporter: a free slot, bound to `binding` and then tagged `tag` (> 0,
+  // < 2^40 - 1) with count 0; ResourceExhausted when every slot is taken.
+  absl::StatusOr<uint32_t> Claim(uint64_t tag, const IpcSlotBinding& binding);
+  // Exporter: the version in `slot` now vouches for `extent` bytes (never
+  // less than before).
+  void GrowExtent(uint32_t slot, uint64_t extent);
+  // The binding of `slot` while it carries `tag`; nullopt when it does not
+  // (retired, or never that version).
+  std::optional<IpcSlotBinding> Binding(uint32_t slot, uint64_t tag) const;
   // Exporter: frees the slot when its count is 0 (true); false while pinned.
   bool TryRetire(uint32_t slot, uint64_t tag);
   // Importer: +1 while the slot still carries `tag`; false when retired.
@@ -55,14 +70,19 @@ class IpcRefs {
   int64_t Count(uint32_t slot, uint64_t tag) const;
 
  private:
-  IpcRefs(std::string path, bool owner, std::atomic<uint64_t>* words)
-      : path_(std::move(path)), owner_(owner), words_(words) {}
-  static std::string PathOf(uint64_t pid, uint64_t exporter_id);
+  struct Record;
+  IpcRefs(std::string path, bool owner, void* table);
+  static std::string PathOf(uint64_t exporter_id);
 
   const std::string path_;
   const bool owner_;
-  std::atomic<uint64_t>* const words_;
+  void* const table_;
+  std::atomic<uint64_t>* const words_;  // kSlots tag+count words
+  Record* const records_;               // kSlots bindings after them
 };
+
+// FNV-1a of the runtime handle bytes (the slot binding's digest).
+uint64_t IpcRuntimeDigest(const std::array<uint8_t, 64>& runtime_bytes);
 
 }  // namespace gpupool::internal
 

@@ -349,6 +349,20 @@ absl::Status SimIpc::Close(int device, void* ptr) {
   return absl::OkStatus();
 }
 
+std::optional<AddressRange> SimIpc::RangeOf(int device, void* ptr) const {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [base, key] : by_address_) {
+    const Mapping& mapping = imported_.at(key);
+    if (mapping.device == device && address >= base &&
+        address - base < mapping.segment.mapped_bytes) {
+      return AddressRange{reinterpret_cast<void*>(base),
+                          mapping.segment.mapped_bytes};
+    }
+  }
+  return std::nullopt;
+}
+
 int64_t SimIpc::exports() const {
   absl::MutexLock lock(&mu_);
   return exports_;

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,9 @@ class SimIpc {
   absl::StatusOr<void*> Open(int device, const IpcMemHandle& handle);
   // NotFound when `ptr` is not an open mapping on `device`.
   absl::Status Close(int device, void* ptr);
+  // The open mapping on `device` containing `ptr`: its base and the
+  // exporter's allocation size; nullopt when there is none.
+  std::optional<AddressRange> RangeOf(int device, void* ptr) const;
 
   // Counters: segments created, mappings made and unmapped, open now.
   int64_t exports() const;

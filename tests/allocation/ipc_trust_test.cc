@@ -1,0 +1,274 @@
+// What a peer can and cannot make an importer do (AllocationCache::Import
+// on SimBackend, two real processes: this test and ipc_cache_peer.cc). Every
+// forged handle here has a valid checksum (it went through Serialize), so
+// Parse accepts it and the semantic checks must refuse it; none may make
+// the importer map or touch memory beyond what the exporter allocated.
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/ipc_handle.h"
+#include "gpupool/sim_backend.h"
+#include "gtest/gtest.h"
+#include "tests/util/peer_process.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::PeerProcess;
+using ::testing::HasSubstr;
+
+IpcHandle FromWire(const std::string& hex) {
+  absl::StatusOr<IpcHandle> handle =
+      IpcHandle::Parse(absl::HexStringToBytes(hex));
+  EXPECT_TRUE(handle.ok()) << handle.status() << " for \"" << hex << "\"";
+  return handle.ok() ? *handle : IpcHandle();
+}
+
+// Through the wire and back: a forgery any peer could send.
+IpcHandle Reparsed(const IpcHandle& forged) {
+  absl::StatusOr<IpcHandle> parsed = IpcHandle::Parse(forged.Serialize());
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : IpcHandle();
+}
+
+class IpcTrustTest : public ::testing::Test {
+ protected:
+  IpcTrustTest()
+      : namespace_(absl::StrCat(
+            "ipctrust-", getpid(), "-",
+            ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        sim_(Options(namespace_, &misuses_)),
+        events_(sim_),
+        cache_(std::make_unique<AllocationCache>(sim_, events_)) {}
+
+  static SimOptions Options(const std::string& ipc_namespace,
+                            std::vector<std::string>* misuses) {
+    SimOptions options;
+    options.ipc_namespace = ipc_namespace;
+    options.on_misuse = [misuses](absl::string_view message) {
+      misuses->push_back(std::string(message));
+    };
+    return options;
+  }
+
+  std::unique_ptr<PeerProcess> StartPeer() {
+    auto peer = std::make_unique<PeerProcess>(
+        GPUPOOL_IPC_CACHE_PEER, std::vector<std::string>{namespace_});
+    EXPECT_TRUE(peer->started());
+    return peer;
+  }
+
+  // Import must refuse `handle` with `code` and a message naming `field`,
+  // without a runtime open.
+  void ExpectRefused(const IpcHandle& handle, absl::StatusCode code,
+                     const std::string& field) {
+    const int64_t opens = sim_.calls(SimOp::kIpcOpenHandle);
+    absl::StatusOr<ImportedBuffer> lease = cache_->Import(handle, 0);
+    EXPECT_EQ(lease.status().code(), code) << lease.status();
+    EXPECT_THAT(lease.status().message(), HasSubstr(field));
+    EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), opens);
+  }
+
+  std::string namespace_;
+  std::vector<std::string> misuses_;
+  SimBackend sim_;
+  EventPool events_;
+  std::unique_ptr<AllocationCache> cache_;
+};
+
+// The attack that overwrote the exporter's table: a size far past the
+// mapping. Refused before anything is pinned or opened; the exporter's next
+// exports still work.
+TEST_F(IpcTrustTest, OffsetAndBytesPastTheExportedExtentAreRefused) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle real = FromWire(peer->Ask("export ring0 4096 3"));
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+
+  IpcHandle forged = real;
+  forged.bytes = uint64_t{1} << 30;
+  ExpectRefused(Reparsed(forged), absl::StatusCode::kInvalidArgument, "bytes");
+  forged = real;
+  forged.offset = 4096;  // 4096 + 4096 bytes past a 4096-byte buffer
+  ExpectRefused(Reparsed(forged), absl::StatusCode::kInvalidArgument, "offset");
+  forged = real;
+  forged.offset = kMax - 8;  // offset + bytes wraps around
+  ExpectRefused(Reparsed(forged), absl::StatusCode::kInvalidArgument, "offset");
+  forged.bytes = kMax;
+  forged.offset = 1;
+  ExpectRefused(Reparsed(forged), absl::StatusCode::kInvalidArgument, "bytes");
+
+  // Nothing was pinned: a release frees at once, nothing waits.
+  EXPECT_EQ(peer->Ask("release ring0"), "ok");
+  // exports opens closes hits mappings leases waiting
+  EXPECT_EQ(peer->Ask("stats"), "1 0 0 0 0 0 0");
+  const IpcHandle next = FromWire(peer->Ask("export ring1 8192 4"));
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(next, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 4);
+  EXPECT_EQ(lease->size(), 8192u);
+  lease->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+  EXPECT_TRUE(misuses_.empty());
+}
+
+// A handle with one buffer's runtime bytes and another's slot/version would
+// pin the second and map the first; the slot's recorded digest refuses it
+// before either happens.
+TEST_F(IpcTrustTest, CrossedSlotAndRuntimeBytesAreRefusedBeforeAnyPin) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle a = FromWire(peer->Ask("export bufa 4096 1"));
+  const IpcHandle b = FromWire(peer->Ask("export bufb 4096 2"));
+  ASSERT_NE(a.slot, b.slot);
+
+  IpcHandle crossed = b;
+  crossed.runtime = a.runtime;
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kInvalidArgument,
+                "runtime bytes");
+  crossed = a;
+  crossed.slot = b.slot;
+  crossed.version = b.version;
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kInvalidArgument,
+                "runtime bytes");
+  crossed = b;
+  crossed.buffer_id = a.buffer_id;
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kInvalidArgument,
+                "buffer id");
+  crossed = b;
+  crossed.device = 1;
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kInvalidArgument,
+                "device");
+  // A slot that holds no such version: stale, not a mapping.
+  crossed = b;
+  crossed.slot = 4000;
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kNotFound, "slot");
+  crossed.slot = 1u << 30;
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kNotFound, "slot");
+  crossed = b;
+  crossed.version = 0;  // would pin a free slot
+  ExpectRefused(Reparsed(crossed), absl::StatusCode::kNotFound, "slot");
+
+  // Neither buffer was pinned: both free at once when released.
+  EXPECT_EQ(peer->Ask("release bufa"), "ok");
+  EXPECT_EQ(peer->Ask("release bufb"), "ok");
+  EXPECT_EQ(peer->Ask("stats"), "2 0 0 0 0 0 0");
+  EXPECT_EQ(peer->Ask("sim"), "2 0 0 2 0");
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+}
+
+// A cache hit is served only for exactly the handle that was mapped, and
+// only within the mapped extent (the sim's address-range query).
+TEST_F(IpcTrustTest, AHitRequiresTheMappedHandleAndStaysInsideIt) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle real = FromWire(peer->Ask("export ring0 4096 6"));
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(real, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  // The mapping's real extent, as the importer learnt it.
+  absl::StatusOr<AddressRange> range =
+      sim_.GetAddressRange(0, static_cast<char*>(lease->data()) + 100);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(range->base, lease->data());
+  EXPECT_GE(range->bytes, 4096u);
+
+  IpcHandle other = real;
+  other.slot = real.slot + 1;
+  ExpectRefused(Reparsed(other), absl::StatusCode::kInvalidArgument, "slot");
+  other = real;
+  other.runtime.bytes[30] ^= 1;
+  ExpectRefused(Reparsed(other), absl::StatusCode::kInvalidArgument,
+                "runtime bytes");
+  other = real;
+  other.bytes = range->bytes + 1;
+  ExpectRefused(Reparsed(other), absl::StatusCode::kInvalidArgument,
+                "mapped allocation");
+  other = real;
+  other.offset = std::numeric_limits<uint64_t>::max();
+  ExpectRefused(Reparsed(other), absl::StatusCode::kInvalidArgument, "offset");
+  // A smaller view inside the mapping is a hit.
+  other = real;
+  other.offset = 1024;
+  other.bytes = 1024;
+  absl::StatusOr<ImportedBuffer> view = cache_->Import(Reparsed(other), 0);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->data(), static_cast<char*>(lease->data()) + 1024);
+  EXPECT_EQ(cache_->GetIpcStats().import_hits, 1);
+  EXPECT_EQ(cache_->GetIpcStats().opens, 1);
+  view->Release();
+  lease->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+  EXPECT_TRUE(misuses_.empty());
+}
+
+// A larger request that the exported buffer still holds (4000 bytes were
+// rounded up to 4096): the same version, and the exporter now vouches for
+// the larger extent, so a fresh importer's check of the binding accepts it.
+TEST_F(IpcTrustTest, TheRecordedExtentGrowsWithTheExportersRequests) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle first = FromWire(peer->Ask("export ring0 4000 8"));
+  const IpcHandle larger = FromWire(peer->Ask("export ring0 4096 8"));
+  EXPECT_EQ(larger.version, first.version);
+  EXPECT_EQ(larger.bytes, 4096u);
+  absl::StatusOr<ImportedBuffer> whole = cache_->Import(larger, 0);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->size(), 4096u);
+  absl::StatusOr<ImportedBuffer> part = cache_->Import(first, 0);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(part->size(), 4000u);
+  EXPECT_EQ(cache_->GetIpcStats().opens, 1);
+  part->Release();
+  whole->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+}
+
+// Own handles are checked like any other, and a handle is "own" by the
+// random exporter id, not by the pid: a peer's handle that names our pid
+// (two containers' first processes are both pid 1) is imported normally.
+TEST_F(IpcTrustTest, OwnHandlesAreKnownByExporterIdAndCheckedToo) {
+  absl::StatusOr<IpcHandle> mine = cache_->ExportStable("ring0", 0, 4096);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  IpcHandle forged = *mine;
+  forged.bytes = 1 << 20;
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(Reparsed(forged), 0);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lease.status().message(), HasSubstr("bytes"));
+  forged = *mine;
+  forged.runtime.bytes[9] ^= 1;
+  lease = cache_->Import(Reparsed(forged), 0);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lease.status().message(), HasSubstr("runtime bytes"));
+
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  IpcHandle theirs = FromWire(peer->Ask("export ring0 4096 7"));
+  theirs.exporter_pid = static_cast<uint64_t>(getpid());
+  lease = cache_->Import(Reparsed(theirs), 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_FALSE(lease->local());
+  EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 7);
+  lease->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+}
+
+}  // namespace
+}  // namespace gpupool
