@@ -4,6 +4,9 @@
 // Parse accepts it and the semantic checks must refuse it; none may make
 // the importer map or touch memory beyond what the exporter allocated.
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -16,7 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/event_pool.h"
@@ -43,6 +48,15 @@ IpcHandle Reparsed(const IpcHandle& forged) {
   absl::StatusOr<IpcHandle> parsed = IpcHandle::Parse(forged.Serialize());
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   return parsed.ok() ? *parsed : IpcHandle();
+}
+
+std::vector<std::string> ListDirectory(const std::string& path) {
+  std::vector<std::string> names;
+  if (DIR* dir = opendir(path.c_str())) {
+    while (const dirent* entry = readdir(dir)) names.push_back(entry->d_name);
+    closedir(dir);
+  }
+  return names;
 }
 
 class IpcTrustTest : public ::testing::Test {
@@ -266,6 +280,98 @@ TEST_F(IpcTrustTest, OwnHandlesAreKnownByExporterIdAndCheckedToo) {
   EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 7);
   lease->Release();
   EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+}
+
+// The user's private directory and a table's name in it (refs.h).
+std::string UserDirectory() {
+  return absl::StrCat("/dev/shm/gpupool-", geteuid());
+}
+std::string TablePath(uint64_t exporter_id) {
+  return absl::StrFormat("%s/ipc-refs-%016x", UserDirectory(), exporter_id);
+}
+
+// Files planted where a table would be: a symlink to a real table, a FIFO,
+// another user's file, a file with group/other bits, a truncated file. Each
+// is refused on the descriptor before it is mapped; none hangs or crashes
+// the importer.
+TEST_F(IpcTrustTest, PlantedTableFilesAreRefusedBeforeMapping) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle real = FromWire(peer->Ask("export ring0 4096 3"));
+  struct stat table;
+  ASSERT_EQ(stat(TablePath(real.exporter_id).c_str(), &table), 0);
+  EXPECT_TRUE(S_ISREG(table.st_mode));
+  EXPECT_EQ(table.st_mode & 0777, 0600u);
+  EXPECT_EQ(table.st_uid, geteuid());
+  struct stat directory;
+  ASSERT_EQ(stat(UserDirectory().c_str(), &directory), 0);
+  EXPECT_EQ(directory.st_mode & 0777, 0700u);
+
+  IpcHandle planted = real;
+  planted.exporter_id = real.exporter_id ^ 0x5a5a5a5a5a5a5a5a;
+  const std::string path = TablePath(planted.exporter_id);
+  // A symlink to the real table: O_NOFOLLOW.
+  ASSERT_EQ(symlink(TablePath(real.exporter_id).c_str(), path.c_str()), 0);
+  ExpectRefused(planted, absl::StatusCode::kPermissionDenied, "symbolic link");
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  // A FIFO: opened non-blocking, then not a regular file.
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  ExpectRefused(planted, absl::StatusCode::kPermissionDenied,
+                "not a regular file");
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  // Group and other bits.
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, table.st_size), 0);
+  ASSERT_EQ(fchmod(fd, 0666), 0);
+  ExpectRefused(planted, absl::StatusCode::kPermissionDenied, "other users");
+  // Truncated: the right owner and mode, the wrong size. No SIGBUS.
+  ASSERT_EQ(fchmod(fd, 0600), 0);
+  ASSERT_EQ(ftruncate(fd, 64), 0);
+  ExpectRefused(planted, absl::StatusCode::kInvalidArgument, "bytes");
+  // Another user's file (only root can make one here).
+  ASSERT_EQ(ftruncate(fd, table.st_size), 0);
+  if (geteuid() == 0) {
+    ASSERT_EQ(fchown(fd, 65534, 65534), 0);
+    ExpectRefused(planted, absl::StatusCode::kPermissionDenied, "uid 65534");
+  }
+  close(fd);
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  // Gone: NotFound, the documented stale answer.
+  ExpectRefused(planted, absl::StatusCode::kNotFound, "gone");
+
+  // The real one still imports.
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(real, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 3);
+  lease->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+}
+
+// The exporter's segment truncated under a valid handle: the open is
+// refused on the descriptor's size, the pin released, the importer alive.
+TEST_F(IpcTrustTest, ATruncatedSegmentIsRefusedNotMapped) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle real = FromWire(peer->Ask("export ring0 4096 3"));
+  int truncated = 0;
+  for (const auto& entry : ListDirectory(UserDirectory())) {
+    if (absl::StartsWith(entry, absl::StrCat("sim-", namespace_, "-"))) {
+      ASSERT_EQ(truncate((UserDirectory() + "/" + entry).c_str(), 100), 0);
+      ++truncated;
+    }
+  }
+  ASSERT_EQ(truncated, 1);
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(real, 0);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument)
+      << lease.status();
+  EXPECT_THAT(lease.status().message(), HasSubstr("bytes"));
+  EXPECT_EQ(sim_.ipc_maps(), 0);
+  // Unpinned: the release frees at once.
+  EXPECT_EQ(peer->Ask("release ring0"), "ok");
+  EXPECT_EQ(peer->Ask("stats"), "1 0 0 0 0 0 0");
   peer->Send("quit");
   EXPECT_EQ(peer->Wait(), 0);
 }

@@ -3,9 +3,7 @@
 #include "src/allocation/ipc/refs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -14,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/base/owner_files.h"
 
 namespace gpupool::internal {
 namespace {
@@ -60,8 +59,8 @@ uint64_t IpcRuntimeDigest(const std::array<uint8_t, 64>& runtime_bytes) {
   return hash;
 }
 
-IpcRefs::IpcRefs(std::string path, bool owner, void* table)
-    : path_(std::move(path)),
+IpcRefs::IpcRefs(std::string name, bool owner, void* table)
+    : name_(std::move(name)),
       owner_(owner),
       table_(table),
       words_(static_cast<std::atomic<uint64_t>*>(table)),
@@ -70,53 +69,53 @@ IpcRefs::IpcRefs(std::string path, bool owner, void* table)
   static_assert(sizeof(Record) == 4 * sizeof(uint64_t));
 }
 
-std::string IpcRefs::PathOf(uint64_t exporter_id) {
-  return absl::StrFormat("/dev/shm/gpupool-ipc-refs-%016x", exporter_id);
+std::string IpcRefs::NameOf(uint64_t exporter_id) {
+  return absl::StrFormat("ipc-refs-%016x", exporter_id);
 }
 
 absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Create(uint64_t exporter_id) {
-  std::string path = PathOf(exporter_id);
-  const int fd =
-      open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("IPC export: cannot create ", path,
-                                            ": ", strerror(errno)));
+  std::string name = NameOf(exporter_id);
+  absl::StatusOr<int> fd = CreateOwnerFile(name, kTableBytes);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("IPC export: ", fd.status().message()));
   }
-  void* table = ftruncate(fd, kTableBytes) == 0 ? MapTable(fd) : nullptr;
+  void* table = MapTable(*fd);
   const int error = errno;
-  close(fd);
+  close(*fd);
   if (table == nullptr) {
-    unlink(path.c_str());
+    UnlinkOwnerFile(name);
     return absl::InternalError(
-        absl::StrCat("IPC export: cannot map ", path, ": ", strerror(error)));
+        absl::StrCat("IPC export: cannot map ", name, ": ", strerror(error)));
   }
-  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), true, table));
+  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(name), true, table));
 }
 
 absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Attach(uint64_t exporter_id) {
-  std::string path = PathOf(exporter_id);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrFormat("IPC import: stale handle: the exporting cache %016x "
-                        "is gone",
-                        exporter_id));
+  std::string name = NameOf(exporter_id);
+  absl::StatusOr<int> fd = OpenOwnerFile(name, kTableBytes);
+  if (!fd.ok()) {
+    if (fd.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrFormat(
+          "IPC import: stale handle: the exporting cache %016x is gone",
+          exporter_id));
+    }
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("IPC import: the exporter's table: ",
+                                     fd.status().message()));
   }
-  struct stat info;
-  void* table =
-      fstat(fd, &info) == 0 && static_cast<size_t>(info.st_size) == kTableBytes
-          ? MapTable(fd)
-          : nullptr;
-  close(fd);
+  void* table = MapTable(*fd);
+  const int error = errno;
+  close(*fd);
   if (table == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("IPC import: ", path, " is not an export table"));
+    return absl::InternalError(
+        absl::StrCat("IPC import: cannot map ", name, ": ", strerror(error)));
   }
-  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), false, table));
+  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(name), false, table));
 }
 
 IpcRefs::~IpcRefs() {
-  if (owner_) unlink(path_.c_str());
+  if (owner_) UnlinkOwnerFile(name_);
   munmap(table_, kTableBytes);
 }
 

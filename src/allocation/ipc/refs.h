@@ -1,8 +1,10 @@
 // IpcRefs: the cross-process reference counts by which an exporting cache
 // learns that no importer still has an old version of a buffer mapped.
 //
-// The exporter owns one table per cache, a file under /dev/shm named by its
-// pid and random exporter id, of kSlots 64-bit words. An exported buffer
+// The exporter owns one table per cache, an owner-only file in the user's
+// shared-memory directory (base/owner_files.h: opened with O_NOFOLLOW and
+// checked with fstat before it is mapped) named by the random exporter id,
+// of kSlots 64-bit words and kSlots bindings. An exported buffer
 // version claims a slot and tags it with its version; an importer pins the
 // slot (+1) before it opens the runtime handle and unpins it (-1) after it
 // closed it. The exporter frees an old version only once it can retire the
@@ -44,7 +46,9 @@ class IpcRefs {
   // Exporter: creates the table of `exporter_id`.
   static absl::StatusOr<std::unique_ptr<IpcRefs>> Create(uint64_t exporter_id);
   // Importer: attaches the table of another cache; NotFound when it is
-  // gone (the exporter exited or destroyed its cache).
+  // gone (the exporter exited or destroyed its cache); PermissionDenied
+  // when the file is not this user's own (base/owner_files.h);
+  // InvalidArgument when it is not a table's size.
   static absl::StatusOr<std::unique_ptr<IpcRefs>> Attach(uint64_t exporter_id);
   // The owner removes the file; everyone unmaps.
   ~IpcRefs();
@@ -71,10 +75,11 @@ class IpcRefs {
 
  private:
   struct Record;
-  IpcRefs(std::string path, bool owner, void* table);
-  static std::string PathOf(uint64_t exporter_id);
+  IpcRefs(std::string name, bool owner, void* table);
+  // The table's file name in the user's directory (base/owner_files.h).
+  static std::string NameOf(uint64_t exporter_id);
 
-  const std::string path_;
+  const std::string name_;
   const bool owner_;
   void* const table_;
   std::atomic<uint64_t>* const words_;  // kSlots tag+count words

@@ -3,10 +3,8 @@
 #include "src/backends/sim/sim_ipc.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/base/owner_files.h"
 
 namespace gpupool {
 namespace sim_internal {
@@ -156,7 +155,7 @@ SimIpc::~SimIpc() {
   absl::MutexLock lock(&mu_);
   for (auto& [address, segment] : exported_) {
     segment.header->live.store(0, std::memory_order_release);
-    unlink(segment.path.c_str());
+    internal::UnlinkOwnerFile(segment.path);
     Unmap(segment);
   }
   for (auto& [key, mapping] : imported_) {
@@ -166,8 +165,7 @@ SimIpc::~SimIpc() {
 }
 
 std::string SimIpc::SegmentPath(uint64_t instance, uint64_t export_id) const {
-  return absl::StrFormat("/dev/shm/gpupool-sim-%s-%016x-%x", namespace_,
-                         instance, export_id);
+  return absl::StrFormat("sim-%s-%016x-%x", namespace_, instance, export_id);
 }
 
 void SimIpc::Unmap(Segment& segment) {
@@ -187,19 +185,22 @@ absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
   const uint64_t export_id = next_export_id_++;
   Segment segment;
   segment.path = SegmentPath(instance_, export_id);
-  segment.fd =
-      open(segment.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (segment.fd < 0) {
-    return FaultError(Fault::kResource, absl::StatusCode::kInternal,
-                      absl::StrCat("sim: GetIpcHandle: cannot create ",
-                                   segment.path, ": ", strerror(errno)));
+  absl::StatusOr<int> fd =
+      internal::CreateOwnerFile(segment.path, kSegmentDataOffset + bytes);
+  if (!fd.ok()) {
+    return FaultError(
+        Fault::kResource,
+        fd.status().code() == absl::StatusCode::kPermissionDenied
+            ? absl::StatusCode::kPermissionDenied
+            : absl::StatusCode::kInternal,
+        absl::StrCat("sim: GetIpcHandle: ", fd.status().message()));
   }
+  segment.fd = *fd;
   // The shared lock says "the exporter is alive" until this process exits.
   if (flock(segment.fd, LOCK_SH) != 0 ||
-      ftruncate(segment.fd, kSegmentDataOffset + bytes) != 0 ||
       (segment.header = MapSegment(segment.fd, bytes)) == nullptr) {
     const int error = errno;
-    unlink(segment.path.c_str());
+    internal::UnlinkOwnerFile(segment.path);
     Unmap(segment);
     return FaultError(Fault::kResource, absl::StatusCode::kInternal,
                       absl::StrCat("sim: GetIpcHandle: cannot set up ",
@@ -231,7 +232,7 @@ int SimIpc::OnFree(uintptr_t address) {
   segment.header->live.store(0, std::memory_order_release);
   const int importers =
       segment.header->importers.load(std::memory_order_acquire);
-  unlink(segment.path.c_str());
+  internal::UnlinkOwnerFile(segment.path);
   Unmap(segment);
   exported_.erase(it);
   return importers;
@@ -279,23 +280,40 @@ absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
   const std::string stale =
       absl::StrCat("OpenIpcHandle: stale handle: export ", decoded->export_id,
                    " of process ", decoded->pid, " (");
-  segment.fd = open(segment.path.c_str(), O_RDWR | O_CLOEXEC);
-  if (segment.fd < 0) {
-    return Refuse(absl::StatusCode::kNotFound,
-                  absl::StrCat(stale, "the exporter freed the allocation)"));
+  // Owner-only, not a link, a regular file of the size the handle names:
+  // checked on the descriptor before anything is mapped (a truncated file
+  // would raise SIGBUS on access).
+  if (decoded->bytes > (uint64_t{1} << 48)) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: the handle does not match its segment");
   }
+  absl::StatusOr<int> fd = internal::OpenOwnerFile(
+      segment.path, kSegmentDataOffset + decoded->bytes);
+  if (!fd.ok()) {
+    switch (fd.status().code()) {
+      case absl::StatusCode::kNotFound:
+        return Refuse(
+            absl::StatusCode::kNotFound,
+            absl::StrCat(stale, "the exporter freed the allocation)"));
+      case absl::StatusCode::kInvalidArgument:
+        return Refuse(absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("OpenIpcHandle: the handle does not match "
+                                   "its segment: ",
+                                   fd.status().message()));
+      default:
+        return Refuse(fd.status().code(),
+                      absl::StrCat("OpenIpcHandle: ", fd.status().message()));
+    }
+  }
+  segment.fd = *fd;
   // Taking the lock exclusively succeeds only when no exporter holds it.
   if (flock(segment.fd, LOCK_EX | LOCK_NB) == 0) {
-    unlink(segment.path.c_str());  // the exporter died: clean up after it
+    internal::UnlinkOwnerFile(segment.path);  // the exporter died: clean up
     Unmap(segment);
     return Refuse(absl::StatusCode::kNotFound,
                   absl::StrCat(stale, "the exporter exited)"));
   }
-  struct stat info;
-  if (fstat(segment.fd, &info) != 0 ||
-      static_cast<uint64_t>(info.st_size) !=
-          kSegmentDataOffset + decoded->bytes ||
-      (segment.header = MapSegment(segment.fd, decoded->bytes)) == nullptr) {
+  if ((segment.header = MapSegment(segment.fd, decoded->bytes)) == nullptr) {
     Unmap(segment);
     return Refuse(absl::StatusCode::kInvalidArgument,
                   "OpenIpcHandle: the handle does not match its segment");

@@ -1,8 +1,10 @@
 // SimBackend's interprocess memory: export, open and close across real
 // processes, through a registry the simulator owns in shared memory.
 //
-// Every exported allocation gets one segment, a file under /dev/shm named by
-// the simulator's IPC namespace (SimOptions::ipc_namespace), the exporting
+// Every exported allocation gets one segment, an owner-only file in the
+// user's shared-memory directory (base/owner_files.h: O_NOFOLLOW, fstat
+// checks of type, owner, mode and size before mapping) named by the
+// simulator's IPC namespace (SimOptions::ipc_namespace), the exporting
 // instance and the export id. The segment holds a header (what the handle
 // claims, whether the allocation is live, how many importing processes have
 // it mapped) and the allocation's bytes. The exporter writes through
