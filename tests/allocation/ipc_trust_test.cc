@@ -9,11 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -282,6 +284,85 @@ TEST_F(IpcTrustTest, OwnHandlesAreKnownByExporterIdAndCheckedToo) {
   EXPECT_TRUE(cache_->Trim().ok());
   peer->Send("quit");
   EXPECT_EQ(peer->Wait(), 0);
+}
+
+// A lease on one's own handle pins its version like an importer's mapping:
+// a growth (or release) of the buffer waits for the lease before the free.
+TEST_F(IpcTrustTest, ALeaseOnOnesOwnHandleKeepsItsVersionAlive) {
+  absl::StatusOr<IpcHandle> v1 = cache_->ExportStable("ring0", 0, 4096);
+  ASSERT_TRUE(v1.ok()) << v1.status();
+  void* old_ptr = *cache_->AcquireStable("ring0", 0, 4096);
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(*v1, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_TRUE(lease->local());
+  absl::StatusOr<ImportedBuffer> second = cache_->Import(*v1, 0);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const int64_t frees = sim_.calls(SimOp::kFree);
+
+  absl::StatusOr<IpcHandle> v2 = cache_->ExportStable("ring0", 0, 1 << 20);
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  EXPECT_NE(v2->version, v1->version);
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), frees);
+  // The waiting version still leases (it is not freed).
+  absl::StatusOr<ImportedBuffer> third = cache_->Import(*v1, 0);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->data(), old_ptr);
+  EXPECT_EQ(cache_->GetIpcStats().import_leases, 3);
+
+  lease->Release();
+  second->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 1);  // one lease left
+  third->Release();
+  EXPECT_EQ(cache_->GetIpcStats().import_leases, 0);
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 0);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), frees + 1);
+  // Freed now: the old handle is stale.
+  EXPECT_EQ(cache_->Import(*v1, 0).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(misuses_.empty());
+}
+
+// ExportStable against ReleaseStable and growth of the same name on other
+// threads: the runtime is never handed a freed pointer (the simulator flags
+// a GetIpcHandle of memory that is not a live allocation as misuse), and
+// every handle made names a live version when it is returned.
+TEST_F(IpcTrustTest, ExportIsAtomicWithReleaseAndGrowthOfTheName) {
+  std::atomic<bool> stop{false};
+  std::thread releaser([&] {
+    int round = 0;
+    while (!stop.load()) {
+      if (++round % 2 == 0) {
+        (void)cache_->ReleaseStable("ring0", 0);
+      } else {
+        (void)cache_->AcquireStable("ring0", 0, size_t{4096} << (round % 5));
+      }
+    }
+  });
+  int exported = 0;
+  int gave_up = 0;  // Aborted: the name moved under every attempt
+  for (int i = 0; i < 3000; ++i) {
+    absl::StatusOr<IpcHandle> handle =
+        cache_->ExportStable("ring0", 0, size_t{4096} << (i % 3));
+    if (handle.ok()) {
+      ++exported;
+    } else {
+      ASSERT_EQ(handle.status().code(), absl::StatusCode::kAborted)
+          << handle.status();
+      ++gave_up;
+    }
+  }
+  stop.store(true);
+  releaser.join();
+  EXPECT_GT(exported, 0);
+  EXPECT_EQ(exported + gave_up, 3000);
+  EXPECT_TRUE(misuses_.empty()) << misuses_.front();
+  EXPECT_EQ(sim_.calls(SimOp::kIpcGetHandle), cache_->GetIpcStats().exports);
+  (void)cache_->ReleaseStable("ring0", 0);
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 0);
 }
 
 // The user's private directory and a table's name in it (refs.h).

@@ -13,14 +13,27 @@ namespace gpupool::internal {
 absl::StatusOr<IpcHandle> AllocationCacheCore::ExportStable(
     absl::string_view name, int device, size_t bytes) {
   FreeReleasedExports();
-  absl::StatusOr<void*> ptr = AcquireStable(name, device, bytes);
-  if (!ptr.ok()) return ptr.status();
-  absl::StatusOr<IpcHandle> handle =
-      ipc_exports_.Export(name, device, *ptr, bytes);
-  if (!handle.ok() && PoisonIfSticky(device, handle.status())) {
-    return lifetime_.PoisonedError(device);
+  // Atomic with a growth or release of the name on another thread: a
+  // pointer freed between AcquireStable and the export is never handed to
+  // the runtime (IpcExports::Export says how); the name is acquired again.
+  constexpr int kAttempts = 64;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const uint64_t frees_seen = ipc_exports_.stable_frees();
+    absl::StatusOr<void*> ptr = AcquireStable(name, device, bytes);
+    if (!ptr.ok()) return ptr.status();
+    bool moved = false;
+    absl::StatusOr<IpcHandle> handle =
+        ipc_exports_.Export(name, device, *ptr, bytes, frees_seen, &moved);
+    if (moved) continue;
+    if (!handle.ok() && PoisonIfSticky(device, handle.status())) {
+      return lifetime_.PoisonedError(device);
+    }
+    return handle;
   }
-  return handle;
+  return absl::AbortedError(absl::StrCat(
+      "AllocationCache::ExportStable: stable buffers were freed by other "
+      "threads during each of ",
+      kAttempts, " attempts to export \"", name, "\"; try again"));
 }
 
 absl::StatusOr<ImportedBuffer> AllocationCacheCore::Import(

@@ -80,19 +80,33 @@ IpcExports::~IpcExports() {
   local.ids.erase(exporter_id_);
 }
 
-absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
-                                             void* ptr, size_t bytes) {
+uint64_t IpcExports::stable_frees() const {
   MutexLock lock(&mu_);
-  ++export_calls_;
+  return stable_frees_;
+}
+
+absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
+                                             void* ptr, size_t bytes,
+                                             uint64_t frees_seen, bool* moved) {
+  MutexLock lock(&mu_);
+  *moved = false;
   auto it = live_.find({device, reinterpret_cast<uintptr_t>(ptr)});
   if (it != live_.end()) {
     // Another request the buffer holds: the binding vouches for the most
     // bytes ever handed out for this version (AcquireStable returned the
-    // same pointer for them, so the allocation holds them).
+    // same pointer for them, so the allocation holds them). Exported
+    // pointers are freed only through MayFree, which erases them first: a
+    // live entry is never a freed pointer.
+    ++export_calls_;
     it->second.handle.bytes = bytes;
     refs_->GrowExtent(it->second.handle.slot, bytes);
     return it->second.handle;
   }
+  if (stable_frees_ != frees_seen) {
+    *moved = true;  // `ptr` may be freed already: acquire again
+    return absl::AbortedError("moved");
+  }
+  ++export_calls_;
   if (refs_ == nullptr) {
     absl::StatusOr<std::unique_ptr<IpcRefs>> refs =
         IpcRefs::Create(exporter_id_);
@@ -127,6 +141,7 @@ absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
 
 bool IpcExports::MayFree(int device, void* ptr) {
   MutexLock lock(&mu_);
+  ++stable_frees_;
   auto it = live_.find({device, reinterpret_cast<uintptr_t>(ptr)});
   if (it == live_.end()) return true;
   Version version = it->second;
@@ -173,7 +188,8 @@ void IpcExports::DropDevice(int device) {
   }
 }
 
-absl::StatusOr<void*> IpcExports::LocalPointer(const IpcHandle& handle) const {
+absl::StatusOr<void*> IpcExports::LocalPointer(const IpcHandle& handle,
+                                               bool pin) {
   MutexLock lock(&mu_);
   const Version* found = nullptr;
   for (const auto& [key, live] : live_) {
@@ -196,7 +212,17 @@ absl::StatusOr<void*> IpcExports::LocalPointer(const IpcHandle& handle) const {
         absl::StrCat("AllocationCache::Import: the handle's slot ", handle.slot,
                      " is not the slot of version ", handle.version));
   }
+  if (pin && !refs_->Pin(handle.slot, handle.version)) {
+    return absl::NotFoundError(
+        absl::StrCat("AllocationCache::Import: stale handle: version ",
+                     handle.version, " of this cache's buffer was freed"));
+  }
   return found->ptr;
+}
+
+void IpcExports::UnpinLocal(uint32_t slot, uint64_t version) {
+  MutexLock lock(&mu_);
+  if (refs_ != nullptr) refs_->Unpin(slot, version);
 }
 
 absl::Status CheckBinding(const IpcHandle& handle,

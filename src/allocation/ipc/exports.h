@@ -44,11 +44,21 @@ class IpcExports {
   // this is the caller's process.
   uint64_t exporter_pid() const { return exporter_pid_; }
 
+  // How many stable-buffer frees MayFree has seen: read before the
+  // AcquireStable whose pointer is then passed to Export.
+  uint64_t stable_frees() const;
+
   // The handle of the stable buffer `name` now at `ptr` on `device`
   // (`bytes` asked for): the kept one when `ptr` is already exported, else
-  // a new version made with one GetIpcHandle call.
+  // a new version made with one GetIpcHandle call. `frees_seen` is
+  // stable_frees() from before `ptr` was acquired: when a stable buffer was
+  // freed since (a growth or release on another thread may have freed
+  // `ptr`), nothing is exported and `*moved` is set, for the caller to
+  // acquire again. From the check on, the free of `ptr` waits for the export
+  // (MayFree takes the same mutex), so the runtime never sees a freed pointer.
   absl::StatusOr<IpcHandle> Export(absl::string_view name, int device,
-                                   void* ptr, size_t bytes);
+                                   void* ptr, size_t bytes, uint64_t frees_seen,
+                                   bool* moved);
 
   // The memory of a stable buffer is about to be freed. True: free it now.
   // False: it is exported and still mapped by an importer; it now waits, and
@@ -61,8 +71,11 @@ class IpcExports {
 
   // The local pointer of `handle`, one of our own versions, checked against
   // its binding like any import. NotFound: that version is freed.
-  // InvalidArgument: a field does not match what we exported.
-  absl::StatusOr<void*> LocalPointer(const IpcHandle& handle) const;
+  // InvalidArgument: a field does not match what we exported. With `pin`,
+  // also pins the version's slot, as an importer would (a local lease keeps
+  // its version alive); UnpinLocal undoes it.
+  absl::StatusOr<void*> LocalPointer(const IpcHandle& handle, bool pin);
+  void UnpinLocal(uint32_t slot, uint64_t version);
 
   int64_t exports() const;           // versions exported
   int64_t export_calls() const;      // Export calls
@@ -84,6 +97,7 @@ class IpcExports {
       ABSL_GUARDED_BY(mu_);
   std::vector<Version> waiting_ ABSL_GUARDED_BY(mu_);
   int64_t exports_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stable_frees_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t export_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

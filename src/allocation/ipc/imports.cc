@@ -113,14 +113,29 @@ absl::Status NotTheMappedVersion(const IpcHandle& mapped,
 
 absl::StatusOr<ImportedBuffer> IpcImports::ImportLocal(const IpcHandle& handle,
                                                        int device) {
-  absl::StatusOr<void*> local = exports_.LocalPointer(handle);
-  if (!local.ok()) return local.status();
   MutexLock lock(&mu_);
+  // Checked like any import; the first lease of a version pins it like an
+  // importer's mapping, so the version outlives a growth or release.
+  std::unique_ptr<IpcMapping>& entry = local_[handle.version];
+  absl::StatusOr<void*> local =
+      exports_.LocalPointer(handle, /*pin=*/entry == nullptr);
+  if (!local.ok()) {
+    if (entry == nullptr) local_.erase(handle.version);
+    return local.status();
+  }
+  if (entry == nullptr) {
+    entry = std::make_unique<IpcMapping>();
+    entry->handle = handle;
+    entry->device = device;
+    entry->base = *local;
+    entry->opening = false;
+    entry->local = true;
+  }
+  ++entry->leases;
   ++stats_.imports;
   ++stats_.local_imports;
-  ++local_leases_;
   ImportedBuffer lease =
-      MakeLease(nullptr, true, static_cast<char*>(*local) + handle.offset);
+      MakeLease(entry.get(), true, static_cast<char*>(*local) + handle.offset);
   lease.size_ = handle.bytes;
   lease.device_ = device;
   lease.version_ = handle.version;
@@ -275,8 +290,14 @@ void IpcImports::Release(IpcMapping* mapping) {
   std::unique_ptr<IpcMapping> to_close;
   {
     MutexLock lock(&mu_);
-    if (mapping == nullptr) {
-      --local_leases_;
+    if (mapping->local) {
+      if (--mapping->leases > 0) return;
+      // Not after the cache is gone (its exports with it), nor in a fork()
+      // child (the table's counts are the parent's).
+      if (!closed_ && !lifetime_.Forked()) {
+        exports_.UnpinLocal(mapping->handle.slot, mapping->handle.version);
+      }
+      local_.erase(mapping->handle.version);
       return;
     }
     if (--mapping->leases > 0 || !mapping->superseded) return;
@@ -366,7 +387,8 @@ void IpcImports::FillStats(IpcStats* stats) const {
   stats->exports = exports;
   stats->versions_waiting = waiting;
   stats->mappings_live = 0;
-  stats->import_leases = local_leases_;
+  stats->import_leases = 0;
+  for (const auto& [version, m] : local_) stats->import_leases += m->leases;
   for (const auto& [key, m] : current_) {
     if (!m->opening) ++stats->mappings_live;
     stats->import_leases += m->leases;

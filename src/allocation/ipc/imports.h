@@ -38,6 +38,9 @@ struct IpcMapping {
   // query, else the extent the exporter recorded. Every lease stays inside.
   uint64_t extent = 0;
   int leases = 0;
+  // One of this cache's own versions (no runtime mapping; its slot pinned
+  // in our own table while leased).
+  bool local = false;
   bool opening = true;
   bool superseded = false;
   std::shared_ptr<IpcRefs> refs;
@@ -101,7 +104,9 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped when an open ends (made or failed): what waiters wait for.
   uint64_t opens_ended_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t local_leases_ ABSL_GUARDED_BY(mu_) = 0;
+  // Leases on this cache's own versions, by version.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<IpcMapping>> local_
+      ABSL_GUARDED_BY(mu_);
   IpcStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
