@@ -5,15 +5,19 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace gpupool::internal {
 namespace {
@@ -75,8 +79,10 @@ absl::StatusOr<int> CreateOwnerFile(absl::string_view name, size_t bytes) {
     return error == EEXIST ? absl::AlreadyExistsError(what)
                            : absl::InternalError(what);
   }
-  // umask may have cleared bits, never added any; ftruncate sizes it.
-  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  // umask may have cleared bits, never added any; the liveness lock before
+  // the size (see the header); ftruncate sizes it.
+  if (fchmod(fd, 0600) != 0 || flock(fd, LOCK_SH | LOCK_NB) != 0 ||
+      ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int failed = errno;
     unlinkat(*dir, file.c_str(), 0);
     close(*dir);
@@ -127,7 +133,9 @@ absl::StatusOr<int> OpenOwnerFile(absl::string_view name, size_t bytes) {
   } else if ((info.st_mode & 077) != 0) {
     refused = absl::PermissionDeniedError(
         absl::StrCat(path, " is readable or writable by other users: refused"));
-  } else if (static_cast<uint64_t>(info.st_size) != bytes) {
+  } else if (bytes == kAnyOwnerFileSize
+                 ? info.st_size == 0
+                 : static_cast<uint64_t>(info.st_size) != bytes) {
     refused = absl::InvalidArgumentError(
         absl::StrCat(path, " holds ", info.st_size, " bytes, not the ", bytes,
                      " expected (truncated or not gpupool's): refused"));
@@ -139,11 +147,59 @@ absl::StatusOr<int> OpenOwnerFile(absl::string_view name, size_t bytes) {
   return fd;
 }
 
+bool OwnerFileCreatorDead(absl::string_view name, size_t bytes) {
+  absl::StatusOr<int> fd = OpenOwnerFile(name, bytes);
+  if (!fd.ok()) return fd.status().code() == absl::StatusCode::kNotFound;
+  const bool dead = flock(*fd, LOCK_EX | LOCK_NB) == 0;
+  close(*fd);
+  return dead;
+}
+
 void UnlinkOwnerFile(absl::string_view name) {
   absl::StatusOr<int> dir = OpenDirectory(/*create=*/false);
   if (!dir.ok()) return;
   unlinkat(*dir, std::string(name).c_str(), 0);
   close(*dir);
+}
+
+namespace {
+
+struct AtExit {
+  absl::Mutex mu;
+  pid_t pid ABSL_GUARDED_BY(mu) = 0;  // the process that registered them
+  absl::flat_hash_set<std::string> names ABSL_GUARDED_BY(mu);
+};
+
+AtExit& Registry() {
+  static AtExit* const registry = new AtExit;  // never destroyed
+  return *registry;
+}
+
+void UnlinkRegisteredFiles() {
+  AtExit& registry = Registry();
+  absl::MutexLock lock(&registry.mu);
+  if (registry.pid != getpid()) return;  // a fork() child's exit
+  for (const std::string& name : registry.names) UnlinkOwnerFile(name);
+  registry.names.clear();
+}
+
+}  // namespace
+
+void UnlinkOwnerFileAtExit(absl::string_view name) {
+  AtExit& registry = Registry();
+  absl::MutexLock lock(&registry.mu);
+  if (registry.pid != getpid()) {
+    registry.pid = getpid();
+    registry.names.clear();  // a fork() child: its parent's names
+    std::atexit(&UnlinkRegisteredFiles);
+  }
+  registry.names.insert(std::string(name));
+}
+
+void ForgetOwnerFileAtExit(absl::string_view name) {
+  AtExit& registry = Registry();
+  absl::MutexLock lock(&registry.mu);
+  registry.names.erase(std::string(name));
 }
 
 void ForEachOwnerFile(absl::string_view prefix,

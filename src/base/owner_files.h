@@ -33,10 +33,24 @@ namespace gpupool::internal {
 std::string OwnerDirectoryPath();
 
 // Creates `name` (new, mode 0600, `bytes` long) in the user's directory and
-// returns its descriptor (O_RDWR | O_CLOEXEC). PermissionDenied when the
-// directory is not the caller's own (another user made it, or it is not a
-// directory); AlreadyExists; Internal for other system errors.
+// returns its descriptor (O_RDWR | O_CLOEXEC), holding a shared flock(2) on
+// it: the creator's liveness, which the kernel drops when the creator dies.
+// The lock is taken before the file gets its size, so a reaper (which opens
+// only files of the expected size) never takes a file being made for a dead
+// one. PermissionDenied when the directory is not the caller's own (another
+// user made it, or it is not a directory); AlreadyExists; Internal for other
+// system errors.
 absl::StatusOr<int> CreateOwnerFile(absl::string_view name, size_t bytes);
+
+// Whether the creator of `name` has died: nobody holds the liveness lock
+// CreateOwnerFile took (probed exclusively on a fresh open file description,
+// then dropped). True when the file is gone too; false while the creator
+// lives, and for a file that is not `bytes` long or not ours (not ours to
+// judge).
+// kAnyOwnerFileSize: any size but 0 (a file being made is 0 bytes until its
+// creator holds the liveness lock).
+inline constexpr size_t kAnyOwnerFileSize = ~size_t{0};
+bool OwnerFileCreatorDead(absl::string_view name, size_t bytes);
 
 // Opens the existing `name` of the user's directory read-write after the
 // checks above. NotFound: no such file. PermissionDenied: a symlink, not a
@@ -46,6 +60,13 @@ absl::StatusOr<int> OpenOwnerFile(absl::string_view name, size_t bytes);
 
 // Removes `name` from the user's directory (missing is not an error).
 void UnlinkOwnerFile(absl::string_view name);
+
+// Files to remove when this process exits normally (exit() or a return
+// from main), for owners that are never destroyed (the process-wide
+// pools); Forget when the owner removed it itself. A killed process leaves
+// its files to the reapers. A fork() child removes nothing of its parent's.
+void UnlinkOwnerFileAtExit(absl::string_view name);
+void ForgetOwnerFileAtExit(absl::string_view name);
 
 // Calls `visit` with each entry name of the user's directory that starts
 // with `prefix` (the reapers' walk). Nothing when there is no directory.

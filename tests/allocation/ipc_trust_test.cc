@@ -457,5 +457,153 @@ TEST_F(IpcTrustTest, ATruncatedSegmentIsRefusedNotMapped) {
   EXPECT_EQ(peer->Wait(), 0);
 }
 
+std::string Wire(const IpcHandle& handle) {
+  return absl::BytesToHexString(handle.Serialize());
+}
+
+int FilesStartingWith(const std::string& prefix) {
+  int found = 0;
+  for (const std::string& entry : ListDirectory(UserDirectory())) {
+    found += absl::StartsWith(entry, prefix);
+  }
+  return found;
+}
+
+// The OOM killer's SIGKILL: the importer's pin dies with it (a kernel lock,
+// not a count), so the exporter frees the version at its next Trim.
+TEST_F(IpcTrustTest, AKilledImportersPinDiesWithIt) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  absl::StatusOr<IpcHandle> handle = cache_->ExportStable("ring0", 0, 4096);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  void* ptr = *cache_->AcquireStable("ring0", 0, 4096);
+  std::memset(sim_.ExportedBytes(ptr), 5, 4096);
+  ASSERT_EQ(peer->Ask(absl::StrCat("import ", Wire(*handle))), "ok 5");
+  const int64_t frees = sim_.calls(SimOp::kFree);
+  ASSERT_TRUE(cache_->ReleaseStable("ring0", 0).ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 1);  // still mapped
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), frees);
+
+  peer->Kill();
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 0);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), frees + 1);
+  // The simulator, like the driver, forgets a dead importer's mapping: the
+  // free is not misuse.
+  EXPECT_TRUE(misuses_.empty()) << misuses_.front();
+}
+
+// A process releases only the pins it holds: one importer dropping and
+// trimming its mapping leaves the other's pin in place.
+TEST_F(IpcTrustTest, OneImporterCannotReleaseAnothersPin) {
+  std::unique_ptr<PeerProcess> holder = StartPeer();
+  std::unique_ptr<PeerProcess> other = StartPeer();
+  absl::StatusOr<IpcHandle> handle = cache_->ExportStable("ring0", 0, 4096);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  ASSERT_EQ(holder->Ask(absl::StrCat("import ", Wire(*handle))), "ok 0");
+  ASSERT_EQ(other->Ask(absl::StrCat("import ", Wire(*handle))), "ok 0");
+  ASSERT_TRUE(cache_->ReleaseStable("ring0", 0).ok());
+  EXPECT_EQ(other->Ask("drop"), "ok");
+  EXPECT_EQ(other->Ask("trim"), "ok");  // closes and unpins its own
+  EXPECT_EQ(other->Ask("trim"), "ok");  // twice: still nothing of the holder's
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 1);
+  EXPECT_EQ(holder->Ask("drop"), "ok");
+  EXPECT_EQ(holder->Ask("trim"), "ok");
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().versions_waiting, 0);
+  holder->Send("quit");
+  other->Send("quit");
+  EXPECT_EQ(holder->Wait(), 0);
+  EXPECT_EQ(other->Wait(), 0);
+  EXPECT_TRUE(misuses_.empty()) << misuses_.front();
+}
+
+// A killed exporter: its handles are NotFound, and its table and segments
+// are reaped by the next process of this user that exports.
+TEST_F(IpcTrustTest, AKilledExportersFilesAreReapedAndItsHandlesNotFound) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle orphan = FromWire(peer->Ask("export ring0 4096 3"));
+  // The peer's segment (ours, made later, share the namespace prefix).
+  std::string segments;
+  for (const std::string& entry : ListDirectory(UserDirectory())) {
+    if (absl::StartsWith(entry, absl::StrCat("sim-", namespace_, "-"))) {
+      segments = entry;
+    }
+  }
+  ASSERT_FALSE(segments.empty());
+  ASSERT_EQ(FilesStartingWith(segments), 1);
+  struct stat table;
+  ASSERT_EQ(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
+  peer->Kill();
+  // Still there: nobody removed them.
+  EXPECT_EQ(FilesStartingWith(segments), 1);
+  EXPECT_EQ(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
+
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(orphan, 0);
+  EXPECT_EQ(lease.status().code(), absl::StatusCode::kNotFound)
+      << lease.status();
+  EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 0);
+  // The import found the exporter dead and removed its table; our first
+  // export reaps the segments it left.
+  EXPECT_NE(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
+  ASSERT_TRUE(cache_->ExportStable("mine", 0, 4096).ok());
+  EXPECT_EQ(FilesStartingWith(segments), 0);
+}
+
+// An exporter killed after this process attached its table: an import that
+// needs an open is NotFound before any runtime call, a mapping already open
+// keeps serving its leases, and Trim detaches the dead table.
+TEST_F(IpcTrustTest, AnExporterKilledAfterAttachIsNotFoundForNewOpens) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcHandle first = FromWire(peer->Ask("export ring0 4096 3"));
+  const IpcHandle second = FromWire(peer->Ask("export ring1 4096 4"));
+  const int peer_segments =
+      FilesStartingWith(absl::StrCat("sim-", namespace_, "-"));
+  EXPECT_EQ(peer_segments, 2);
+  absl::StatusOr<ImportedBuffer> lease = cache_->Import(first, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  peer->Kill();
+  absl::StatusOr<ImportedBuffer> other = cache_->Import(second, 0);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound)
+      << other.status();
+  EXPECT_THAT(other.status().message(), HasSubstr("died"));
+  EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 1);
+  // The open mapping stays valid until its last lease goes.
+  EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 3);
+  lease->Release();
+  EXPECT_TRUE(cache_->Trim().ok());
+  EXPECT_EQ(cache_->GetIpcStats().mappings_live, 0);
+  EXPECT_EQ(cache_->Import(first, 0).status().code(),
+            absl::StatusCode::kNotFound);
+  // Our first export reaps what the dead exporter left.
+  ASSERT_TRUE(cache_->ExportStable("mine", 0, 4096).ok());
+  struct stat table;
+  EXPECT_NE(stat(TablePath(first.exporter_id).c_str(), &table), 0);
+  EXPECT_EQ(FilesStartingWith(absl::StrCat("sim-", namespace_, "-")), 1);
+}
+
+// A cache's table and its simulator's segments go with them.
+TEST_F(IpcTrustTest, ACachesFilesGoWithIt) {
+  const std::string segments = absl::StrCat("sim-", namespace_, "-");
+  std::string table_path;
+  {
+    SimBackend sim(Options(namespace_, &misuses_));
+    EventPool events(sim);
+    AllocationCache cache(sim, events);
+    absl::StatusOr<IpcHandle> handle = cache.ExportStable("ring0", 0, 4096);
+    ASSERT_TRUE(handle.ok()) << handle.status();
+    struct stat table;
+    EXPECT_EQ(stat(TablePath(handle->exporter_id).c_str(), &table), 0);
+    EXPECT_EQ(FilesStartingWith(segments), 1);
+    ASSERT_TRUE(cache.ReleaseStable("ring0", 0).ok());
+    table_path = TablePath(handle->exporter_id);
+  }
+  EXPECT_EQ(FilesStartingWith(segments), 0);
+  struct stat table;
+  EXPECT_NE(stat(table_path.c_str(), &table), 0);
+}
+
 }  // namespace
 }  // namespace gpupool

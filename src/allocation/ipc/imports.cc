@@ -242,6 +242,14 @@ absl::StatusOr<IpcImports::Opened> IpcImports::Open(const IpcHandle& handle,
   absl::StatusOr<std::shared_ptr<IpcRefs>> refs = RefsOf(handle);
   if (!refs.ok()) return refs.status();
   opened.refs = *std::move(refs);
+  // A table attached earlier may outlive its exporter (killed): a runtime
+  // may still open a dead process's handle, so ask the table's liveness
+  // lock before any pin or open (one probe per open, never on a hit).
+  if (!opened.refs->Alive()) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: stale handle: the exporting cache %016x died",
+                        kWhere, handle.exporter_id));
+  }
   // Before any pin or open: the handle is what the exporter recorded for
   // its slot, and within the extent it vouched for.
   const std::optional<IpcSlotBinding> binding =
@@ -312,6 +320,24 @@ void IpcImports::Release(IpcMapping* mapping) {
   CloseMapping(std::move(to_close));
 }
 
+namespace {
+
+// A mapping left to the OS keeps its pin for the rest of this process's
+// life: its table (whose descriptor holds the pin's lock) is never closed.
+// The kernel drops the pin when the process ends, and with it the mapping.
+void KeepPinForLife(std::shared_ptr<IpcRefs> refs) {
+  if (refs == nullptr) return;
+  struct Kept {
+    Mutex mu;
+    std::vector<std::shared_ptr<IpcRefs>> tables ABSL_GUARDED_BY(mu);
+  };
+  static Kept* const kept = new Kept;  // never destroyed
+  MutexLock lock(&kept->mu);
+  kept->tables.push_back(std::move(refs));
+}
+
+}  // namespace
+
 void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
   // No runtime call (the mapping is left to the OS) once the cache is gone
   // (the runtime may be unloading), while exiting, in a fork() child (the
@@ -320,10 +346,13 @@ void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
     MutexLock lock(&mu_);
     if (closed_) {
       ++stats_.dropped;
+      KeepPinForLife(std::move(mapping->refs));
       return;
     }
   }
-  if (lifetime_.Forked()) return;  // nor do its counts belong to us
+  // In a fork() child: the pins (locks of descriptors shared with the
+  // parent) are the parent's.
+  if (lifetime_.Forked()) return;
   const bool call_runtime =
       !ProcessIsExiting() &&
       !lifetime_.device_health().is_poisoned(mapping->device);
@@ -342,6 +371,7 @@ void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
       mapping->refs->Unpin(mapping->handle.slot, mapping->handle.version);
     }
   }
+  if (!closed) KeepPinForLife(std::move(mapping->refs));
   MutexLock lock(&mu_);
   if (closed) {
     ++stats_.closes;
@@ -365,6 +395,28 @@ void IpcImports::CloseUnleased(int device) {
     }
   }
   for (auto& mapping : to_close) CloseMapping(std::move(mapping));
+  DetachDeadTables();
+}
+
+void IpcImports::DetachDeadTables() {
+  // Candidates: tables no mapping uses (the map holds the only reference).
+  std::vector<std::pair<uint64_t, std::shared_ptr<IpcRefs>>> unused;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [id, refs] : refs_) {
+      if (refs.use_count() == 1) unused.emplace_back(id, refs);
+    }
+  }
+  std::vector<uint64_t> dead;
+  for (const auto& [id, refs] : unused) {
+    if (!refs->Alive()) dead.push_back(id);
+  }
+  MutexLock lock(&mu_);
+  for (uint64_t id : dead) {
+    auto it = refs_.find(id);
+    // Still unused (ours and the map's references only): detach.
+    if (it != refs_.end() && it->second.use_count() == 2) refs_.erase(it);
+  }
 }
 
 void IpcImports::DropDevice(int device) {

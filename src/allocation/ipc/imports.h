@@ -58,7 +58,8 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
   absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
   void Release(IpcMapping* mapping);
 
-  // Closes the unleased mappings of `device` (-1: all devices).
+  // Closes the unleased mappings of `device` (-1: all devices), then
+  // detaches the tables of exporters that died and that no mapping uses.
   void CloseUnleased(int device);
   // Forgets `device`'s mappings without runtime calls (poisoned device).
   void DropDevice(int device);
@@ -89,6 +90,7 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
   // Runtime close (or a drop) of an unleased mapping taken out of the maps.
   void CloseMapping(std::unique_ptr<IpcMapping> mapping);
   absl::StatusOr<std::shared_ptr<IpcRefs>> RefsOf(const IpcHandle& handle);
+  void DetachDeadTables();
 
   Backend& backend_;
   const PoolLifetime& lifetime_;

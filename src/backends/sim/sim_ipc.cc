@@ -3,6 +3,7 @@
 #include "src/backends/sim/sim_ipc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -141,6 +142,28 @@ SegmentHeader* MapSegment(int fd, size_t bytes) {
   return base == MAP_FAILED ? nullptr : static_cast<SegmentHeader*>(base);
 }
 
+// Each importing process holds an open-file-description read lock on the
+// segment's first byte while it has it mapped: the kernel drops it when the
+// importer dies, as the driver unmaps a dead process's IPC mappings.
+bool HoldImporterLock(int fd) {
+  struct flock lock = {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_len = 1;
+  return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+// Importers alive now: the header's count, unless no importer holds its
+// lock any more (those counted died).
+int LiveImporters(int fd, const SegmentHeader& header) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_len = 1;
+  if (fcntl(fd, F_OFD_GETLK, &lock) == 0 && lock.l_type == F_UNLCK) return 0;
+  return header.importers.load(std::memory_order_acquire);
+}
+
 void* DataOf(SegmentHeader* header) {
   return reinterpret_cast<char*>(header) + kSegmentDataOffset;
 }
@@ -149,13 +172,18 @@ void* DataOf(SegmentHeader* header) {
 
 SimIpc::SimIpc(const std::string& ipc_namespace)
     : namespace_(SanitizedNamespace(ipc_namespace)),
-      instance_(RandomInstance()) {}
+      instance_(RandomInstance()),
+      pid_(getpid()) {}
 
 SimIpc::~SimIpc() {
   absl::MutexLock lock(&mu_);
   for (auto& [address, segment] : exported_) {
-    segment.header->live.store(0, std::memory_order_release);
-    internal::UnlinkOwnerFile(segment.path);
+    // Not from a fork() child: the segments are its parent's.
+    if (getpid() == pid_) {
+      segment.header->live.store(0, std::memory_order_release);
+      internal::UnlinkOwnerFile(segment.path);
+      internal::ForgetOwnerFileAtExit(segment.path);
+    }
     Unmap(segment);
   }
   for (auto& [key, mapping] : imported_) {
@@ -177,9 +205,26 @@ void SimIpc::Unmap(Segment& segment) {
   segment.fd = -1;
 }
 
+namespace {
+
+// A segment whose exporter died without removing it (killed): removed.
+void ReapIfDead(const std::string& name, void* /*unused*/) {
+  if (internal::OwnerFileCreatorDead(name, internal::kAnyOwnerFileSize)) {
+    internal::UnlinkOwnerFile(name);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
                                             size_t bytes) {
   absl::MutexLock lock(&mu_);
+  if (!reaped_) {
+    // The first export of this instance reaps what killed exporters of
+    // this user left behind.
+    internal::ForEachOwnerFile("sim-", &ReapIfDead, nullptr);
+    reaped_ = true;
+  }
   auto it = exported_.find(address);
   if (it != exported_.end()) return it->second.handle;
   const uint64_t export_id = next_export_id_++;
@@ -196,9 +241,9 @@ absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
         absl::StrCat("sim: GetIpcHandle: ", fd.status().message()));
   }
   segment.fd = *fd;
-  // The shared lock says "the exporter is alive" until this process exits.
-  if (flock(segment.fd, LOCK_SH) != 0 ||
-      (segment.header = MapSegment(segment.fd, bytes)) == nullptr) {
+  // CreateOwnerFile's shared flock says "the exporter is alive" until this
+  // process exits.
+  if ((segment.header = MapSegment(segment.fd, bytes)) == nullptr) {
     const int error = errno;
     internal::UnlinkOwnerFile(segment.path);
     Unmap(segment);
@@ -207,6 +252,9 @@ absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
                                    segment.path, ": ", strerror(error)));
   }
   segment.mapped_bytes = bytes;
+  // A SimBackend that is never destroyed (the process-wide pools') still
+  // removes its segments at exit.
+  internal::UnlinkOwnerFileAtExit(segment.path);
   SegmentHeader* header = segment.header;
   header->magic = kSegmentMagic;
   header->export_id = export_id;
@@ -230,9 +278,9 @@ int SimIpc::OnFree(uintptr_t address) {
   if (it == exported_.end()) return 0;
   Segment& segment = it->second;
   segment.header->live.store(0, std::memory_order_release);
-  const int importers =
-      segment.header->importers.load(std::memory_order_acquire);
+  const int importers = LiveImporters(segment.fd, *segment.header);
   internal::UnlinkOwnerFile(segment.path);
+  internal::ForgetOwnerFileAtExit(segment.path);
   Unmap(segment);
   exported_.erase(it);
   return importers;
@@ -248,7 +296,7 @@ int SimIpc::ImportersOf(uintptr_t address) const {
   absl::MutexLock lock(&mu_);
   auto it = exported_.find(address);
   if (it == exported_.end()) return 0;
-  return it->second.header->importers.load(std::memory_order_acquire);
+  return LiveImporters(it->second.fd, *it->second.header);
 }
 
 absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
@@ -326,6 +374,12 @@ absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
     Unmap(segment);
     return Refuse(absl::StatusCode::kInvalidArgument,
                   "OpenIpcHandle: the handle does not match its segment");
+  }
+  if (!HoldImporterLock(segment.fd)) {
+    Unmap(segment);
+    return Refuse(absl::StatusCode::kInternal,
+                  absl::StrCat("OpenIpcHandle: cannot lock the segment: ",
+                               strerror(errno)));
   }
   segment.header->importers.fetch_add(1, std::memory_order_acq_rel);
   if (header.live.load(std::memory_order_acquire) == 0) {

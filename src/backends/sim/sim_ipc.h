@@ -26,6 +26,8 @@
 #ifndef GPUPOOL_SRC_BACKENDS_SIM_SIM_IPC_H_
 #define GPUPOOL_SRC_BACKENDS_SIM_SIM_IPC_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -99,8 +101,10 @@ class SimIpc {
 
   const std::string namespace_;
   const uint64_t instance_;
+  const pid_t pid_;  // the process that made this registry
   mutable absl::Mutex mu_;
   uint64_t next_export_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool reaped_ ABSL_GUARDED_BY(mu_) = false;
   // Exported allocations by address.
   absl::flat_hash_map<uintptr_t, Segment> exported_ ABSL_GUARDED_BY(mu_);
   // Imports by (exporter instance, export id) and by mapped address.
