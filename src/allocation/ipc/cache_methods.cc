@@ -22,8 +22,8 @@ absl::StatusOr<IpcHandle> AllocationCacheCore::ExportStable(
     absl::StatusOr<void*> ptr = AcquireStable(name, device, bytes);
     if (!ptr.ok()) return ptr.status();
     bool moved = false;
-    absl::StatusOr<IpcHandle> handle =
-        ipc_exports_.Export(name, device, *ptr, bytes, frees_seen, &moved);
+    absl::StatusOr<IpcHandle> handle = ipc_exports_.Export(
+        name, device, *ptr, bytes, generation(device), frees_seen, &moved);
     if (moved) continue;
     if (!handle.ok() && PoisonIfSticky(device, handle.status())) {
       return lifetime_.PoisonedError(device);
@@ -64,13 +64,22 @@ IpcStats AllocationCacheCore::GetIpcStats() const {
 
 absl::Status AllocationCacheCore::FreeStableMemory(AllocationShard& shard,
                                                    void* ptr) {
-  if (!ipc_exports_.MayFree(shard.device(), ptr)) return absl::OkStatus();
+  if (!ipc_exports_.MayFree(shard.device(), ptr, generation(shard.device()))) {
+    return absl::OkStatus();
+  }
   return FreeRaw(shard, ptr);
 }
 
 void AllocationCacheCore::FreeReleasedExports() {
-  for (const auto& [device, ptr] : ipc_exports_.TakeFreeable()) {
-    FreeRaw(Shard(device, MemoryKind::kDevice), ptr).IgnoreError();
+  for (const IpcExports::Freeable& version : ipc_exports_.TakeFreeable()) {
+    AllocationShard& shard = Shard(version.device, MemoryKind::kDevice);
+    if (version.generation != generation(version.device)) {
+      // The device was reset while the version waited: its memory went
+      // with the reset, so there is nothing to free.
+      shard.Retire(Departure::kDropped);
+      continue;
+    }
+    FreeRaw(shard, version.ptr).IgnoreError();
   }
 }
 

@@ -87,10 +87,19 @@ uint64_t IpcExports::stable_frees() const {
 
 absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
                                              void* ptr, size_t bytes,
+                                             uint64_t generation,
                                              uint64_t frees_seen, bool* moved) {
   MutexLock lock(&mu_);
   *moved = false;
   auto it = live_.find({device, reinterpret_cast<uintptr_t>(ptr)});
+  if (it != live_.end() && it->second.generation != generation) {
+    // Kept from before a reset of the device (which this cache may not
+    // have seen poisoned): that memory is gone, and `ptr` is a new
+    // allocation at the same address. Its slot stays claimed while pinned.
+    refs_->TryRetire(it->second.handle.slot, it->second.handle.version);
+    live_.erase(it);
+    it = live_.end();
+  }
   if (it != live_.end()) {
     // Another request the buffer holds: the binding vouches for the most
     // bytes ever handed out for this version (AcquireStable returned the
@@ -117,6 +126,7 @@ absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
   if (!runtime.ok()) return runtime.status();
   Version version;
   version.ptr = ptr;
+  version.generation = generation;
   version.handle.runtime = *runtime;
   version.handle.device = device;
   version.handle.offset = 0;  // a stable buffer is its allocation's base
@@ -139,11 +149,16 @@ absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
   return version.handle;
 }
 
-bool IpcExports::MayFree(int device, void* ptr) {
+bool IpcExports::MayFree(int device, void* ptr, uint64_t generation) {
   MutexLock lock(&mu_);
   ++stable_frees_;
   auto it = live_.find({device, reinterpret_cast<uintptr_t>(ptr)});
   if (it == live_.end()) return true;
+  if (it->second.generation != generation) {
+    refs_->TryRetire(it->second.handle.slot, it->second.handle.version);
+    live_.erase(it);
+    return true;
+  }
   Version version = it->second;
   live_.erase(it);
   if (refs_->TryRetire(version.handle.slot, version.handle.version)) {
@@ -153,13 +168,14 @@ bool IpcExports::MayFree(int device, void* ptr) {
   return false;
 }
 
-std::vector<std::pair<int, void*>> IpcExports::TakeFreeable() {
-  std::vector<std::pair<int, void*>> freeable;
+std::vector<IpcExports::Freeable> IpcExports::TakeFreeable() {
+  std::vector<Freeable> freeable;
   MutexLock lock(&mu_);
   for (size_t i = 0; i < waiting_.size();) {
     const Version& version = waiting_[i];
     if (refs_->TryRetire(version.handle.slot, version.handle.version)) {
-      freeable.emplace_back(version.handle.device, version.ptr);
+      freeable.push_back(
+          Freeable{version.handle.device, version.ptr, version.generation});
       waiting_[i] = waiting_.back();
       waiting_.pop_back();
     } else {

@@ -56,16 +56,27 @@ class IpcExports {
   // `ptr`), nothing is exported and `*moved` is set, for the caller to
   // acquire again. From the check on, the free of `ptr` waits for the export
   // (MayFree takes the same mutex), so the runtime never sees a freed pointer.
+  // `generation` is the device's generation `ptr` was allocated in: an
+  // export kept from an older one (the device was reset since) is stale and
+  // replaced.
   absl::StatusOr<IpcHandle> Export(absl::string_view name, int device,
-                                   void* ptr, size_t bytes, uint64_t frees_seen,
-                                   bool* moved);
+                                   void* ptr, size_t bytes, uint64_t generation,
+                                   uint64_t frees_seen, bool* moved);
 
   // The memory of a stable buffer is about to be freed. True: free it now.
   // False: it is exported and still mapped by an importer; it now waits, and
   // TakeFreeable hands it out once no importer has it.
-  bool MayFree(int device, void* ptr);
-  // Waiting versions no importer has mapped any more: (device, ptr) to free.
-  std::vector<std::pair<int, void*>> TakeFreeable();
+  // `generation`: the device's now (an export kept from before a reset
+  // names other memory and is forgotten).
+  bool MayFree(int device, void* ptr, uint64_t generation);
+  // Waiting versions no live process pins any more, to free unless their
+  // device was reset since (their generation is no longer the device's).
+  struct Freeable {
+    int device = -1;
+    void* ptr = nullptr;
+    uint64_t generation = 0;
+  };
+  std::vector<Freeable> TakeFreeable();
   // Drops everything a poisoned `device` exported (its memory is gone).
   void DropDevice(int device);
 
@@ -85,6 +96,7 @@ class IpcExports {
   struct Version {
     IpcHandle handle;
     void* ptr = nullptr;
+    uint64_t generation = 0;  // the device's, when `ptr` was allocated
   };
 
   Backend& backend_;
