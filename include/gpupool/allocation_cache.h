@@ -273,8 +273,10 @@ class GPUPOOL_EXPORT AllocationCache {
   // imports it with: made with one runtime call per buffer version and kept
   // (later calls make no runtime call while the buffer does not move). When
   // the buffer grows it gets a new version and a new handle; the old version
-  // is not freed while an importer still has it mapped (it waits, and is
-  // freed by a later ExportStable or Trim once unmapped). Every process that
+  // is not freed while a live importer still has it mapped (it waits, and
+  // is freed by a later ExportStable or Trim once unmapped; a killed
+  // importer's pins die with it). Atomic with a growth or release of the
+  // same name on another thread (Aborted if the name moved under 64 tries). Every process that
   // makes the same sequence of calls makes the same sequence of
   // reallocations, so peers that exchange handles after the same calls never
   // wait for one that did not reallocate. Errors as AcquireStable, plus the
@@ -287,9 +289,13 @@ class GPUPOOL_EXPORT AllocationCache {
   // buffer was imported and its last lease is gone, on Trim, and at exit.
   // A handle this cache exported returns the local buffer (no mapping).
   // Errors: InvalidArgument (bad device, 0 bytes, a handle of another cache
-  // of this process); NotFound (stale: the exporter freed that version, a
-  // newer one was imported, or the exporter is gone); FailedPrecondition
-  // (poisoned device, forked, exiting); the runtime's open error.
+  // of this process, or a field that disagrees with what the exporter
+  // recorded: runtime bytes, slot, buffer id, device, offset + bytes past
+  // the extent); NotFound (stale: the exporter freed that version, a newer
+  // one was imported, or the exporter is gone or died); PermissionDenied (a
+  // shared file that is not this user's own); FailedPrecondition (poisoned
+  // device, forked, exiting); the runtime's open error. Sharing is between
+  // processes of one user (docs/allocation_cache.md, "Trust model").
   absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
   IpcStats GetIpcStats() const;
 
