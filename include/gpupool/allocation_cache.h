@@ -276,9 +276,9 @@ class GPUPOOL_EXPORT AllocationCache {
   // is not freed while a live importer still has it mapped (it waits, and
   // is freed by a later ExportStable or Trim once unmapped; a killed
   // importer's pins die with it). Atomic with a growth or release of the
-  // same name on another thread (Aborted if the name moved under 64 tries). Every process that
-  // makes the same sequence of calls makes the same sequence of
-  // reallocations, so peers that exchange handles after the same calls never
+  // same name on another thread (Aborted if the name moved under 64 tries).
+  // Every process that makes the same sequence of calls makes the same sequence
+  // of reallocations, so peers that exchange handles after the same calls never
   // wait for one that did not reallocate. Errors as AcquireStable, plus the
   // runtime's GetIpcHandle error (Unimplemented on a backend without IPC).
   absl::StatusOr<IpcHandle> ExportStable(std::string_view name, int device,

@@ -7,9 +7,9 @@
 // of the buffer inside the allocation, its size, the buffer's version (a new
 // version whenever the exporter reallocates it), and the exporter's identity
 // (a random id drawn per exporting cache: pids repeat across containers and
-// are recycled; the pid is carried for messages only). Serialize() gives a versioned byte string for the user's
-// own transport (a pipe, MPI, a TCP store); Parse() reads it back and refuses
-// anything else.
+// are recycled; the pid is carried for messages only). Serialize() gives a
+// versioned byte string for the user's own transport (a pipe, MPI, a TCP
+// store); Parse() reads it back and refuses anything else.
 //
 // A handle proves nothing by itself (its checksum detects damage, not
 // forgery): Import checks every field against what the exporter recorded in
