@@ -194,6 +194,12 @@ struct GPUPOOL_EXPORT IpcMemHandle {
   }
 };
 
+// The allocation that contains an address (Backend::GetAddressRange).
+struct GPUPOOL_EXPORT AddressRange {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+
 // ---------------------------------------------------------------------------
 // Backend
 // ---------------------------------------------------------------------------
@@ -348,6 +354,14 @@ class GPUPOOL_EXPORT Backend {
   // free the allocation before every importer closed it: that is undefined
   // behaviour on CUDA and HIP (SimBackend reports it as misuse).
   virtual absl::Status CloseIpcHandle(int device, void* ptr);
+
+  // GetAddressRange: the base and size of the allocation that contains `ptr`
+  // on `device` (cuMemGetAddressRange / hipMemGetAddressRange), including a
+  // mapping OpenIpcHandle returned: how an importer learns the real extent
+  // of what it mapped. Default: Unimplemented (a runtime without the entry
+  // point; callers fall back to what the exporter recorded). Faults:
+  // kCaller (`ptr` is not in an allocation of this process), kDevice.
+  virtual absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr);
 
  protected:
   Backend() = default;

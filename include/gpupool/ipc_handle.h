@@ -6,10 +6,15 @@
 // same address gets different handle bytes; so the handle carries the offset
 // of the buffer inside the allocation, its size, the buffer's version (a new
 // version whenever the exporter reallocates it), and the exporter's identity
-// (process id plus a random per-process id, so that a recycled pid is not the
-// same exporter). Serialize() gives a versioned byte string for the user's
-// own transport (a pipe, MPI, a TCP store); Parse() reads it back and refuses
-// anything else.
+// (a random id drawn per exporting cache: pids repeat across containers and
+// are recycled; the pid is carried for messages only). Serialize() gives a
+// versioned byte string for the user's own transport (a pipe, MPI, a TCP
+// store); Parse() reads it back and refuses anything else.
+//
+// A handle proves nothing by itself (its checksum detects damage, not
+// forgery): Import checks every field against what the exporter recorded in
+// its own table before it pins or opens anything, and keeps every lease
+// inside the mapped allocation. See "Trust model" in docs/allocation_cache.md.
 //
 // Example:
 //
@@ -45,12 +50,14 @@ struct GPUPOOL_EXPORT IpcHandle {
   // version and a new handle.
   uint64_t buffer_id = 0;
   uint64_t version = 0;
-  // The exporting process: its pid and a random id drawn once per process.
+  // The exporter: its pid (for messages) and its random exporter id (its
+  // identity), drawn once per exporting cache.
   uint64_t exporter_pid = 0;
   uint64_t exporter_id = 0;
-  // The exporter's reference-count slot for this version (importers pin it
-  // while they have the version mapped, so the exporter never frees it
-  // under them).
+  // The slot of this version in the exporter's table: the binding Import
+  // checks the handle against, and the byte importers lock (pin) while they
+  // have the version mapped, so the exporter never frees it under a live
+  // importer.
   uint32_t slot = 0;
 
   // The current serialization format; Parse reads exactly this one.

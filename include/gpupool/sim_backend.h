@@ -193,6 +193,11 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
   absl::StatusOr<void*> OpenIpcHandle(int device,
                                       const IpcMemHandle& handle) override;
   absl::Status CloseIpcHandle(int device, void* ptr) override;
+  // The extent of an open IPC mapping (the exporter's allocation size) or of
+  // a live allocation of this process containing `ptr`; NotFound otherwise.
+  // Not a fault-injection point, and not counted (a pure lookup, like
+  // cuMemGetAddressRange's driver-side table walk).
+  absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) override;
 
   // --- Fault injection -----------------------------------------------------
   // The next call of `op` (on `device`, or on any device when -1) returns

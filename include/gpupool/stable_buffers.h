@@ -79,19 +79,27 @@ class GPUPOOL_EXPORT StableBuffers {
   // it with: made with one runtime call per buffer version and kept (later
   // calls make no runtime call while the buffer does not move). When the
   // buffer grows it gets a new version and a new handle; the old version is
-  // not freed while an importer still has it mapped (it waits, and is freed
-  // by a later Export or AllocationCache::Trim once unmapped). Errors as
-  // Acquire, plus the runtime's error (Unimplemented on a backend or runtime
-  // without IPC).
+  // not freed while a live importer still has it mapped (it waits, and is
+  // freed by a later Export or AllocationCache::Trim once unmapped; a killed
+  // importer's pins die with it). Atomic with a growth or release of the same
+  // name on another thread (Aborted if the name moved under it 64 times).
+  // Every process that makes the same sequence of calls makes the same
+  // sequence of reallocations, so peers that exchange handles after the same
+  // calls never wait for one that did not reallocate. Errors as Acquire, plus
+  // the runtime's error (Unimplemented on a backend or runtime without IPC).
   absl::StatusOr<IpcHandle> Export(std::string_view name, int device,
                                    size_t bytes);
   // Maps the buffer `handle` names on `device` of this process and leases
-  // it. A handle this cache exported returns the local buffer (no mapping).
-  // Errors: InvalidArgument (bad device, 0 bytes, an inconsistent handle, a
-  // handle of another cache of this process); NotFound (stale: the exporter
-  // freed that version, a newer one was imported, or the exporter is gone);
-  // FailedPrecondition (poisoned device, forked, exiting); the runtime's
-  // open error.
+  // it. A handle this cache exported returns the local buffer (no mapping),
+  // pinned like any lease. Errors: InvalidArgument (bad device, 0 bytes, a
+  // handle of another cache of this process, or a field that disagrees with
+  // what the exporter recorded: runtime bytes, slot, buffer id, device,
+  // offset + bytes past the extent); NotFound (stale: the exporter freed that
+  // version, a newer one was imported, or the exporter is gone or died);
+  // PermissionDenied (a shared file that is not this user's own);
+  // FailedPrecondition (poisoned device, forked, exiting); the runtime's open
+  // error. Sharing is between processes of one user (docs/allocation_cache.md,
+  // "Trust model").
   absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
   // The cache's export and import counters.
   IpcStats GetIpcStats() const;

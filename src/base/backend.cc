@@ -41,6 +41,11 @@ absl::Status Backend::CloseIpcHandle(int, void*) {
       std::string(name()), " backend cannot close an interprocess mapping"));
 }
 
+absl::StatusOr<AddressRange> Backend::GetAddressRange(int, void*) {
+  return absl::UnimplementedError(absl::StrCat(
+      std::string(name()), " backend cannot query an address range"));
+}
+
 absl::Status Backend::ResetStreamAttributes(int, NativeStream) {
   return absl::OkStatus();
 }

@@ -2,6 +2,8 @@
 
 #include "src/preload/environment_check.h"
 
+#include <stdlib.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,13 +15,14 @@
 namespace gpupool::preload_internal {
 
 bool StatsRequested() {
-  return internal::StatsRequested(std::getenv("GPUPOOL_STATS")).value_or(false);
+  return internal::StatsRequested(secure_getenv("GPUPOOL_STATS"))
+      .value_or(false);
 }
 
 std::vector<std::string> EnvironmentComplaints(
-    absl::FunctionRef<const char*(const char* name)> getenv) {
+    absl::FunctionRef<const char*(const char* name)> read_env) {
   std::vector<std::string> lines;
-  if (const char* conf = getenv(kPoolsConfigEnvVar); conf != nullptr) {
+  if (const char* conf = read_env(kPoolsConfigEnvVar); conf != nullptr) {
     absl::StatusOr<PoolsConfig> config = ParsePoolsConfig(conf);
     if (!config.ok()) {
       lines.push_back(absl::StrCat(
@@ -27,7 +30,7 @@ std::vector<std::string> EnvironmentComplaints(
           "\": ", config.status().message(), "; pooling is off\n"));
     }
   }
-  if (const char* stats = getenv("GPUPOOL_STATS");
+  if (const char* stats = read_env("GPUPOOL_STATS");
       !internal::StatsRequested(stats).ok()) {
     lines.push_back(absl::StrCat(
         "gpupool preload: GPUPOOL_STATS=\"", stats,
@@ -37,7 +40,8 @@ std::vector<std::string> EnvironmentComplaints(
   // The preload pools the runtime the program itself loads; the variables
   // that choose a runtime library for MakeBackend() do not apply to it.
   for (const char* name : {"GPUPOOL_CUDA_RUNTIME", "GPUPOOL_HIP_RUNTIME"}) {
-    if (const char* value = getenv(name); value != nullptr && *value != '\0') {
+    if (const char* value = read_env(name);
+        value != nullptr && *value != '\0') {
       lines.push_back(absl::StrCat(
           "gpupool preload: ", name, "=\"", value,
           "\" is ignored: the preload pools the runtime the program loads; "
@@ -52,7 +56,7 @@ namespace {
 // Runs when the dynamic loader maps the preload, before main().
 __attribute__((constructor)) void CheckEnvironmentAtLoad() {
   for (const std::string& line : EnvironmentComplaints(
-           [](const char* name) { return std::getenv(name); })) {
+           [](const char* name) { return secure_getenv(name); })) {
     std::fputs(line.c_str(), stderr);
   }
 }

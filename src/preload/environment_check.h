@@ -20,9 +20,9 @@ bool StatsRequested();
 
 // One line per GPUPOOL_* value the preload cannot use, each starting with
 // "gpupool preload: " and ending in a newline; empty when all is well.
-// `getenv` reads the environment.
+// `read_env` reads the environment (secure_getenv in the preload).
 std::vector<std::string> EnvironmentComplaints(
-    absl::FunctionRef<const char*(const char* name)> getenv);
+    absl::FunctionRef<const char*(const char* name)> read_env);
 
 }  // namespace gpupool::preload_internal
 

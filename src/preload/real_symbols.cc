@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -101,7 +102,7 @@ void* FindRealSymbol(Runtime runtime, const char* name) {
   // Loaded by someone else (RTLD_LOCAL): only a library already in the
   // process, never loading one.
   const RuntimeLibraries& libraries = kLibraries[index];
-  const char* override_path = std::getenv(libraries.env_var);
+  const char* override_path = secure_getenv(libraries.env_var);
   if (override_path != nullptr && *override_path != '\0') {
     if (void* handle = dlopen(override_path, RTLD_LAZY | RTLD_NOLOAD)) {
       if (void* symbol = RealDefinition(handle, name)) return symbol;

@@ -2,6 +2,8 @@
 
 #include "gpupool/config.h"
 
+#include <stdlib.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
@@ -335,7 +337,7 @@ absl::StatusOr<PoolsConfig> ParsePoolsConfig(absl::string_view text) {
 }
 
 absl::StatusOr<PoolsConfig> PoolsConfigFromEnvironment() {
-  const char* env = std::getenv(kPoolsConfigEnvVar);
+  const char* env = secure_getenv(kPoolsConfigEnvVar);
   if (env == nullptr) return PoolsConfig{};
   absl::StatusOr<PoolsConfig> config = ParsePoolsConfig(env);
   if (!config.ok()) {

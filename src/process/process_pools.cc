@@ -1,6 +1,8 @@
 // ProcessPools(): the process-wide bundle, its backend choice and its
 // at-exit report.
 
+#include <stdlib.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -32,8 +34,10 @@ void RegisterExitReport(Pools* pools) {
   });
 }
 
+// Every GPUPOOL_* variable is read with secure_getenv: ignored in a
+// setuid, setgid or capability-raised process (AT_SECURE).
 absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
-  const char* env = std::getenv("GPUPOOL_BACKEND");
+  const char* env = secure_getenv("GPUPOOL_BACKEND");
   const absl::string_view name = internal::BackendName(env);
   if (!name.empty()) {
     absl::StatusOr<std::unique_ptr<Backend>> backend =
@@ -70,7 +74,7 @@ absl::StatusOr<Pools*> CreateProcessPools() {
   absl::StatusOr<PoolsConfig> config = PoolsConfigFromEnvironment();
   if (!config.ok()) return config.status();
   absl::StatusOr<bool> stats =
-      internal::StatsRequested(std::getenv("GPUPOOL_STATS"));
+      internal::StatsRequested(secure_getenv("GPUPOOL_STATS"));
   if (!stats.ok()) return stats.status();
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend();
   if (!backend.ok()) return backend.status();

@@ -128,6 +128,9 @@ constexpr int kIpcOp = 25;        // export + self-import, import, release
 constexpr int kLastOp = kIpcOp;
 constexpr size_t kMaxGraphPools = 3;
 constexpr size_t kMaxImports = 4;
+// The most bytes a fuzzed stable buffer asks for (exports, so every extent
+// an import may reach, stay within it).
+constexpr size_t kMaxStableBytes = size_t{1} << 21;
 
 class Session {
  public:
@@ -683,6 +686,41 @@ class Session {
     }
   }
 
+  // Changes one field of `handle` (or none). True when the field changed
+  // is one that names what to map (runtime bytes, slot, buffer id, device,
+  // version): an import must then be refused.
+  bool ForgeHandleField(IpcHandle* handle) {
+    const IpcHandle before = *handle;
+    switch (input_.ConsumeIntegralInRange(0, 7)) {
+      case 1:
+        handle->bytes = input_.ConsumeIntegral<uint64_t>();
+        return false;
+      case 2:
+        handle->offset = input_.ConsumeIntegral<uint64_t>();
+        return false;
+      case 3:
+        handle->slot = input_.ConsumeIntegral<uint32_t>();
+        return handle->slot != before.slot;
+      case 4:
+        handle->version = input_.ConsumeIntegral<uint64_t>();
+        return handle->version != before.version;
+      case 5: {
+        const size_t at =
+            input_.ConsumeIntegralInRange<size_t>(0, kIpcMemHandleBytes - 1);
+        handle->runtime.bytes[at] ^= input_.ConsumeIntegralInRange(1, 255);
+        return true;
+      }
+      case 6:
+        handle->buffer_id = input_.ConsumeIntegral<uint64_t>();
+        return handle->buffer_id != before.buffer_id;
+      case 7:
+        handle->device = input_.ConsumeIntegralInRange(-1, kDevices);
+        return handle->device != before.device;
+      default:
+        return false;
+    }
+  }
+
   // A stream of `device` the fuzzer may begin a capture on or launch into.
   NativeStream PickIdleStream(int device) {
     NativeStream stream = PickUsableStream(device);
@@ -827,7 +865,8 @@ class Session {
         const int device = PickDevice();
         const std::string name =
             absl::StrCat("buf", input_.ConsumeIntegralInRange(0, 2));
-        const size_t bytes = input_.ConsumeIntegralInRange<size_t>(0, 1 << 21);
+        const size_t bytes =
+            input_.ConsumeIntegralInRange<size_t>(0, kMaxStableBytes);
         const bool poisoned = device < kDevices && health_->is_poisoned(device);
         absl::StatusOr<IpcHandle> handle =
             gpupool::StableBuffers(*cache_).Export(name, device, bytes);
@@ -856,22 +895,40 @@ class Session {
         imports_.push_back(*std::move(imported));
         return;
       }
-      case 1: {  // import an earlier handle: local, or stale
+      case 1: {  // import an earlier handle (perhaps forged): local, or not
         if (handles_.empty() || imports_.size() >= kMaxImports) return;
-        const IpcHandle& handle =
+        const IpcHandle& original =
             handles_[input_.ConsumeIntegralInRange<size_t>(
                 0, handles_.size() - 1)];
+        // A forged field that keeps the checksum valid (Serialize
+        // recomputes it), so Parse accepts it and only the semantic checks
+        // stand between it and memory.
+        IpcHandle forged = original;
+        const bool identity_forged = ForgeHandleField(&forged);
+        absl::StatusOr<IpcHandle> handle = IpcHandle::Parse(forged.Serialize());
+        FUZZ_CHECK(handle.ok() && *handle == forged,
+                   "a serialized handle did not parse back");
         absl::StatusOr<ImportedBuffer> imported =
-            gpupool::StableBuffers(*cache_).Import(handle, handle.device);
+            gpupool::StableBuffers(*cache_).Import(*handle, original.device);
         if (!imported.ok()) {
-          FUZZ_CHECK(imported.status().code() == absl::StatusCode::kNotFound ||
-                         imported.status().code() ==
-                             absl::StatusCode::kFailedPrecondition,
+          const absl::StatusCode code = imported.status().code();
+          FUZZ_CHECK(code == absl::StatusCode::kNotFound ||
+                         code == absl::StatusCode::kFailedPrecondition ||
+                         (code == absl::StatusCode::kInvalidArgument &&
+                          forged != original),
                      absl::StrCat("Import: ", imported.status().ToString()));
           return;
         }
+        FUZZ_CHECK(!identity_forged,
+                   "an import of a handle with a forged runtime, slot, "
+                   "buffer id, device or version field succeeded");
         FUZZ_CHECK(imported->local() && imported->data() != nullptr,
                    "an import of our own handle was not local");
+        // Inside what was exported for that version (the extent grows only
+        // with larger requests the buffer holds).
+        FUZZ_CHECK(handle->offset <= kMaxStableBytes &&
+                       imported->size() <= kMaxStableBytes - handle->offset,
+                   "an import reached past its buffer");
         ++local_imports_;
         imports_.push_back(*std::move(imported));
         return;

@@ -4,6 +4,7 @@
 //   export NAME BYTES FILL   StableBuffers::Export, cudaMemset the buffer to
 //   FILL,
 //                            synchronize -> HANDLE (hex) | err MESSAGE
+//   import HANDLE            Import, keep the lease -> ok | err CODE
 //   quit
 
 #include <cuda_runtime_api.h>
@@ -11,6 +12,8 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "gpupool/allocation_cache.h"
@@ -29,8 +32,26 @@ int main() {
   {
     gpupool::EventPool events(**backend);
     gpupool::AllocationCache cache(**backend, events);
+    std::vector<gpupool::ImportedBuffer> leases;
     std::string command;
-    while (std::cin >> command && command == "export") {
+    while (std::cin >> command && command != "quit") {
+      if (command == "import") {
+        std::string hex;
+        std::cin >> hex;
+        absl::StatusOr<gpupool::IpcHandle> handle =
+            gpupool::IpcHandle::Parse(absl::HexStringToBytes(hex));
+        absl::StatusOr<gpupool::ImportedBuffer> lease =
+            handle.ok()
+                ? gpupool::StableBuffers(cache).Import(*handle, 0)
+                : absl::StatusOr<gpupool::ImportedBuffer>(handle.status());
+        if (lease.ok()) leases.push_back(*std::move(lease));
+        std::cout << (lease.ok()
+                          ? std::string("ok")
+                          : "err " + std::to_string(lease.status().raw_code()))
+                  << std::endl;
+        continue;
+      }
+      if (command != "export") return 4;
       std::string name;
       size_t bytes = 0;
       int fill = 0;

@@ -66,6 +66,21 @@ TEST(CudaIpcTest, TwoProcessesShareAStableBufferAndItsGrowth) {
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->data(), lease->data());
     EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().opens, 1);
+    // The driver's address range of the mapping bounds every lease.
+    absl::StatusOr<AddressRange> range =
+        (*backend)->GetAddressRange(0, lease->data());
+    ASSERT_TRUE(range.ok()) << range.status();
+    EXPECT_EQ(range->base, lease->data());
+    EXPECT_GE(range->bytes, size_t{1048576});
+    IpcHandle forged = *v1;
+    forged.bytes = range->bytes + 1;
+    EXPECT_EQ(gpupool::StableBuffers(cache).Import(forged, 0).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    forged = *v1;
+    forged.runtime.bytes[12] ^= 1;
+    EXPECT_EQ(gpupool::StableBuffers(cache).Import(forged, 0).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().opens, 1);
   }
   // Growth: a new version with new bytes; the old mapping closes.
   absl::StatusOr<IpcHandle> v2 = Ask(peer, "export ring 8388608 51");
@@ -88,6 +103,29 @@ TEST(CudaIpcTest, TwoProcessesShareAStableBufferAndItsGrowth) {
   EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().closes, 2);
   peer.Send("quit");
   EXPECT_EQ(peer.Wait(), 0);
+}
+
+// An importer killed with SIGKILL while it maps our buffer: its pin dies
+// with it, so the next Trim frees the version (the driver has dropped the
+// dead process's mapping).
+TEST(CudaIpcTest, AKilledImportersPinDiesWithIt) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend("cuda");
+  if (!backend.ok()) GTEST_SKIP() << backend.status();
+  EventPool events(**backend);
+  AllocationCache cache(**backend, events);
+  absl::StatusOr<IpcHandle> handle = gpupool::StableBuffers(cache).Export("ring", 0, 1 << 20);
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  PeerProcess peer(GPUPOOL_IPC_GPU_PEER, {});
+  ASSERT_TRUE(peer.started());
+  ASSERT_EQ(peer.Ask(absl::StrCat("import ",
+                                  absl::BytesToHexString(handle->Serialize()))),
+            "ok");
+  ASSERT_TRUE(gpupool::StableBuffers(cache).Release("ring", 0).ok());
+  EXPECT_TRUE(cache.Trim().ok());
+  EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().versions_waiting, 1);  // mapped by the peer
+  peer.Kill();
+  EXPECT_TRUE(cache.Trim().ok());
+  EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().versions_waiting, 0);
 }
 
 }  // namespace

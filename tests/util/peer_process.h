@@ -86,6 +86,12 @@ class PeerProcess {
     fputs((line + "\n").c_str(), in_);
     fflush(in_);
   }
+  // Kills the peer with SIGKILL (as the OOM killer does) and reaps it.
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+  }
   // Waits for the peer to exit; returns its exit status (-1 if signalled).
   int Wait() {
     int status = 0;

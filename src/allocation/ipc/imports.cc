@@ -78,49 +78,76 @@ ImportedBuffer IpcImports::MakeLease(IpcMapping* mapping, bool local,
 
 absl::StatusOr<std::shared_ptr<IpcRefs>> IpcImports::RefsOf(
     const IpcHandle& handle) {
-  const std::pair<uint64_t, uint64_t> exporter{handle.exporter_pid,
-                                               handle.exporter_id};
   {
     MutexLock lock(&mu_);
-    auto it = refs_.find(exporter);
+    auto it = refs_.find(handle.exporter_id);
     if (it != refs_.end()) return it->second;
   }
   absl::StatusOr<std::unique_ptr<IpcRefs>> attached =
-      IpcRefs::Attach(handle.exporter_pid, handle.exporter_id);
+      IpcRefs::Attach(handle.exporter_id);
   if (!attached.ok()) return attached.status();
   std::shared_ptr<IpcRefs> refs = *std::move(attached);
   MutexLock lock(&mu_);
-  return refs_.try_emplace(exporter, std::move(refs)).first->second;
+  return refs_.try_emplace(handle.exporter_id, std::move(refs)).first->second;
+}
+
+namespace {
+
+constexpr absl::string_view kWhere = "StableBuffers::Import";
+
+// Why `handle` is not the version `mapped` already maps (same version).
+absl::Status NotTheMappedVersion(const IpcHandle& mapped,
+                                 const IpcHandle& handle) {
+  absl::string_view wrong = "runtime bytes do";
+  if (mapped.slot != handle.slot) {
+    wrong = "slot does";
+  } else if (mapped.device != handle.device) {
+    wrong = "device does";
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(kWhere, ": the handle's ", wrong, " not match version ",
+                   handle.version, " already mapped (forged or corrupt)"));
+}
+
+}  // namespace
+
+absl::StatusOr<ImportedBuffer> IpcImports::ImportLocal(const IpcHandle& handle,
+                                                       int device) {
+  MutexLock lock(&mu_);
+  // Checked like any import; the first lease of a version pins it like an
+  // importer's mapping, so the version outlives a growth or release.
+  std::unique_ptr<IpcMapping>& entry = local_[handle.version];
+  absl::StatusOr<void*> local =
+      exports_.LocalPointer(handle, /*pin=*/entry == nullptr);
+  if (!local.ok()) {
+    if (entry == nullptr) local_.erase(handle.version);
+    return local.status();
+  }
+  if (entry == nullptr) {
+    entry = std::make_unique<IpcMapping>();
+    entry->handle = handle;
+    entry->device = device;
+    entry->base = *local;
+    entry->opening = false;
+    entry->local = true;
+  }
+  ++entry->leases;
+  ++stats_.imports;
+  ++stats_.local_imports;
+  ImportedBuffer lease =
+      MakeLease(entry.get(), true, static_cast<char*>(*local) + handle.offset);
+  lease.size_ = handle.bytes;
+  lease.device_ = device;
+  lease.version_ = handle.version;
+  return lease;
 }
 
 absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
                                                   int device) {
-  constexpr absl::string_view where = "StableBuffers::Import";
-  if (handle.exporter_pid == exports_.exporter_pid()) {
-    if (handle.exporter_id != exports_.exporter_id()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where,
-          ": the handle was exported by another cache of this process "
-          "(the runtimes cannot open their own handles)"));
-    }
-    void* local = exports_.LocalPointer(handle.version);
-    if (local == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat(where, ": stale handle: version ", handle.version,
-                       " of this cache's buffer was freed"));
-    }
-    MutexLock lock(&mu_);
-    ++stats_.imports;
-    ++stats_.local_imports;
-    ++local_leases_;
-    ImportedBuffer lease = MakeLease(nullptr, true, local);
-    lease.size_ = handle.bytes;
-    lease.device_ = device;
-    lease.version_ = handle.version;
-    return lease;
+  if (handle.exporter_id == exports_.exporter_id()) {
+    return ImportLocal(handle, device);
   }
-  const Key key{handle.exporter_pid, handle.exporter_id, handle.buffer_id,
-                device};
+  const Key key{handle.exporter_id, handle.buffer_id, device};
   std::unique_ptr<IpcMapping> to_close;
   IpcMapping* mapping = nullptr;
   {
@@ -135,8 +162,18 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
         mu_.Await(absl::Condition(&OpenEnded, &wait));
         continue;
       }
-      if (known->handle.version == handle.version &&
-          known->handle.runtime == handle.runtime) {
+      if (known->handle.version == handle.version) {
+        // A hit only for exactly the handle that was mapped, within what
+        // was mapped.
+        if (known->handle.runtime != handle.runtime ||
+            known->handle.slot != handle.slot ||
+            known->handle.device != handle.device) {
+          return NotTheMappedVersion(known->handle, handle);
+        }
+        if (handle.offset > known->extent ||
+            handle.bytes > known->extent - handle.offset) {
+          return CheckExtent(handle, known->extent, "the mapped allocation");
+        }
         ++known->leases;
         ++stats_.imports;
         ++stats_.import_hits;
@@ -147,15 +184,9 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
         lease.version_ = handle.version;
         return lease;
       }
-      if (known->handle.version == handle.version) {
-        // Same version, other bytes: not what the exporter made.
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": the handle's runtime bytes differ from those of version ",
-            handle.version, " already mapped (forged or corrupt)"));
-      }
       if (known->handle.version > handle.version) {
         return absl::NotFoundError(
-            absl::StrCat(where, ": stale handle: version ", handle.version,
+            absl::StrCat(kWhere, ": stale handle: version ", handle.version,
                          " was superseded by version ", known->handle.version));
       }
       // A newer version: the old mapping goes once its leases are gone.
@@ -177,51 +208,104 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
   }
   if (to_close != nullptr) CloseMapping(std::move(to_close));
 
-  // Pin first: from then on the exporter keeps this version alive.
-  absl::Status failed;
-  absl::StatusOr<std::shared_ptr<IpcRefs>> refs = RefsOf(handle);
-  void* base = nullptr;
-  if (!refs.ok()) {
-    failed = refs.status();
-  } else if (!(*refs)->Pin(handle.slot, handle.version)) {
-    failed = absl::NotFoundError(absl::StrCat(
-        where, ": stale handle: the exporter freed version ", handle.version));
-  } else {
-    absl::StatusOr<void*> opened =
-        backend_.OpenIpcHandle(device, handle.runtime);
-    if (opened.ok()) {
-      base = *opened;
-    } else {
-      (*refs)->Unpin(handle.slot, handle.version);
-      failed = opened.status();
-    }
-  }
+  absl::StatusOr<Opened> opened = Open(handle, device);
   MutexLock lock(&mu_);
   ++opens_ended_;  // the waiters look again (Unlock notifies them)
-  if (!failed.ok()) {
+  if (!opened.ok()) {
     current_.erase(key);
-    return failed;
+    return opened.status();
   }
-  mapping->refs = *refs;
-  mapping->base = base;
+  mapping->refs = std::move(opened->refs);
+  mapping->base = opened->base;
+  mapping->extent = opened->extent;
   mapping->opening = false;
   mapping->leases = 1;
   ++stats_.opens;
   ++stats_.imports;
-  ImportedBuffer lease =
-      MakeLease(mapping, false, static_cast<char*>(base) + handle.offset);
+  ImportedBuffer lease = MakeLease(
+      mapping, false, static_cast<char*>(opened->base) + handle.offset);
   lease.size_ = handle.bytes;
   lease.device_ = device;
   lease.version_ = handle.version;
   return lease;
 }
 
+absl::StatusOr<IpcImports::Opened> IpcImports::Open(const IpcHandle& handle,
+                                                    int device) {
+  if (IsLocalExporter(handle.exporter_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhere,
+        ": the handle was exported by another cache of this process "
+        "(the runtimes cannot open their own handles)"));
+  }
+  Opened opened;
+  absl::StatusOr<std::shared_ptr<IpcRefs>> refs = RefsOf(handle);
+  if (!refs.ok()) return refs.status();
+  opened.refs = *std::move(refs);
+  // A table attached earlier may outlive its exporter (killed): a runtime
+  // may still open a dead process's handle, so ask the table's liveness
+  // lock before any pin or open (one probe per open, never on a hit).
+  if (!opened.refs->Alive()) {
+    return absl::NotFoundError(
+        absl::StrFormat("%s: stale handle: the exporting cache %016x died",
+                        kWhere, handle.exporter_id));
+  }
+  // Before any pin or open: the handle is what the exporter recorded for
+  // its slot, and within the extent it vouched for.
+  const std::optional<IpcSlotBinding> binding =
+      opened.refs->Binding(handle.slot, handle.version);
+  if (absl::Status bound = CheckBinding(handle, binding); !bound.ok()) {
+    return bound;
+  }
+  // Pin: from then on the exporter keeps this version alive.
+  if (!opened.refs->Pin(handle.slot, handle.version)) {
+    return absl::NotFoundError(absl::StrCat(
+        kWhere, ": stale handle: the exporter freed version ", handle.version));
+  }
+  absl::StatusOr<void*> base = backend_.OpenIpcHandle(device, handle.runtime);
+  if (!base.ok()) {
+    opened.refs->Unpin(handle.slot, handle.version);
+    return base.status();
+  }
+  opened.base = *base;
+  // The real extent of what was mapped, where the runtime can tell.
+  absl::Status refused;
+  absl::StatusOr<AddressRange> range =
+      backend_.GetAddressRange(device, opened.base);
+  if (range.ok()) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(opened.base);
+    const uintptr_t from = reinterpret_cast<uintptr_t>(range->base);
+    if (at < from || at - from > range->bytes) {
+      refused = absl::InternalError(absl::StrCat(
+          kWhere, ": the runtime places the mapping outside its own range"));
+    } else {
+      opened.extent = range->bytes - (at - from);
+      refused = CheckExtent(handle, opened.extent, "the mapped allocation");
+    }
+  } else if (range.status().code() == absl::StatusCode::kUnimplemented) {
+    opened.extent = binding->extent;  // no query: the exporter's record
+  } else {
+    refused = range.status();
+  }
+  if (refused.ok()) return opened;
+  if (backend_.CloseIpcHandle(device, opened.base).ok()) {
+    opened.refs->Unpin(handle.slot, handle.version);
+  }
+  return refused;
+}
+
 void IpcImports::Release(IpcMapping* mapping) {
   std::unique_ptr<IpcMapping> to_close;
   {
     MutexLock lock(&mu_);
-    if (mapping == nullptr) {
-      --local_leases_;
+    if (mapping->local) {
+      if (--mapping->leases > 0) return;
+      // Not after the cache is gone (its exports with it), nor in a fork()
+      // child (the table's counts are the parent's).
+      if (!closed_ && !lifetime_.Forked()) {
+        exports_.UnpinLocal(mapping->handle.slot, mapping->handle.version);
+      }
+      local_.erase(mapping->handle.version);
       return;
     }
     if (--mapping->leases > 0 || !mapping->superseded) return;
@@ -236,6 +320,24 @@ void IpcImports::Release(IpcMapping* mapping) {
   CloseMapping(std::move(to_close));
 }
 
+namespace {
+
+// A mapping left to the OS keeps its pin for the rest of this process's
+// life: its table (whose descriptor holds the pin's lock) is never closed.
+// The kernel drops the pin when the process ends, and with it the mapping.
+void KeepPinForLife(std::shared_ptr<IpcRefs> refs) {
+  if (refs == nullptr) return;
+  struct Kept {
+    Mutex mu;
+    std::vector<std::shared_ptr<IpcRefs>> tables ABSL_GUARDED_BY(mu);
+  };
+  static Kept* const kept = new Kept;  // never destroyed
+  MutexLock lock(&kept->mu);
+  kept->tables.push_back(std::move(refs));
+}
+
+}  // namespace
+
 void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
   // No runtime call (the mapping is left to the OS) once the cache is gone
   // (the runtime may be unloading), while exiting, in a fork() child (the
@@ -244,10 +346,13 @@ void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
     MutexLock lock(&mu_);
     if (closed_) {
       ++stats_.dropped;
+      KeepPinForLife(std::move(mapping->refs));
       return;
     }
   }
-  if (lifetime_.Forked()) return;  // nor do its counts belong to us
+  // In a fork() child: the pins (locks of descriptors shared with the
+  // parent) are the parent's.
+  if (lifetime_.Forked()) return;
   const bool call_runtime =
       !ProcessIsExiting() &&
       !lifetime_.device_health().is_poisoned(mapping->device);
@@ -266,6 +371,7 @@ void IpcImports::CloseMapping(std::unique_ptr<IpcMapping> mapping) {
       mapping->refs->Unpin(mapping->handle.slot, mapping->handle.version);
     }
   }
+  if (!closed) KeepPinForLife(std::move(mapping->refs));
   MutexLock lock(&mu_);
   if (closed) {
     ++stats_.closes;
@@ -289,6 +395,28 @@ void IpcImports::CloseUnleased(int device) {
     }
   }
   for (auto& mapping : to_close) CloseMapping(std::move(mapping));
+  DetachDeadTables();
+}
+
+void IpcImports::DetachDeadTables() {
+  // Candidates: tables no mapping uses (the map holds the only reference).
+  std::vector<std::pair<uint64_t, std::shared_ptr<IpcRefs>>> unused;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [id, refs] : refs_) {
+      if (refs.use_count() == 1) unused.emplace_back(id, refs);
+    }
+  }
+  std::vector<uint64_t> dead;
+  for (const auto& [id, refs] : unused) {
+    if (!refs->Alive()) dead.push_back(id);
+  }
+  MutexLock lock(&mu_);
+  for (uint64_t id : dead) {
+    auto it = refs_.find(id);
+    // Still unused (ours and the map's references only): detach.
+    if (it != refs_.end() && it->second.use_count() == 2) refs_.erase(it);
+  }
 }
 
 void IpcImports::DropDevice(int device) {
@@ -311,7 +439,8 @@ void IpcImports::FillStats(IpcStats* stats) const {
   stats->exports = exports;
   stats->versions_waiting = waiting;
   stats->mappings_live = 0;
-  stats->import_leases = local_leases_;
+  stats->import_leases = 0;
+  for (const auto& [version, m] : local_) stats->import_leases += m->leases;
   for (const auto& [key, m] : current_) {
     if (!m->opening) ++stats->mappings_live;
     stats->import_leases += m->leases;
@@ -329,8 +458,9 @@ void IpcImports::AppendOutstanding(std::vector<OutstandingLease>* out) const {
       OutstandingLease lease;
       lease.resource = "ipc import";
       lease.device = m.device;
-      lease.key = absl::StrCat("exporter pid ", m.handle.exporter_pid,
-                               " buffer version ", m.handle.version);
+      lease.key = absl::StrFormat("exporter %016x (pid %d) buffer version %d",
+                                  m.handle.exporter_id, m.handle.exporter_pid,
+                                  m.handle.version);
       out->push_back(std::move(lease));
     }
   };

@@ -34,7 +34,13 @@ struct IpcMapping {
   IpcHandle handle;
   int device = -1;
   void* base = nullptr;
+  // Bytes mapped from `base`: the runtime's address range where it has the
+  // query, else the extent the exporter recorded. Every lease stays inside.
+  uint64_t extent = 0;
   int leases = 0;
+  // One of this cache's own versions (no runtime mapping; its slot pinned
+  // in our own table while leased).
+  bool local = false;
   bool opening = true;
   bool superseded = false;
   std::shared_ptr<IpcRefs> refs;
@@ -52,7 +58,8 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
   absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
   void Release(IpcMapping* mapping);
 
-  // Closes the unleased mappings of `device` (-1: all devices).
+  // Closes the unleased mappings of `device` (-1: all devices), then
+  // detaches the tables of exporters that died and that no mapping uses.
   void CloseUnleased(int device);
   // Forgets `device`'s mappings without runtime calls (poisoned device).
   void DropDevice(int device);
@@ -64,13 +71,26 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
   void AppendOutstanding(std::vector<OutstandingLease>* out) const;
 
  private:
-  // (exporter pid, exporter id, buffer id, local device).
-  using Key = std::tuple<uint64_t, uint64_t, uint64_t, int>;
+  // (exporter id, buffer id, local device). The random exporter id alone
+  // names the exporter: pids repeat across containers.
+  using Key = std::tuple<uint64_t, uint64_t, int>;
+  struct Opened {
+    std::shared_ptr<IpcRefs> refs;
+    void* base = nullptr;
+    uint64_t extent = 0;
+  };
 
   ImportedBuffer MakeLease(IpcMapping* mapping, bool local, void* data);
+  absl::StatusOr<ImportedBuffer> ImportLocal(const IpcHandle& handle,
+                                             int device);
+  // Checks the handle against its exporter's binding, pins, opens, learns
+  // the mapped extent and checks the handle against it; undoes what it did
+  // on failure.
+  absl::StatusOr<Opened> Open(const IpcHandle& handle, int device);
   // Runtime close (or a drop) of an unleased mapping taken out of the maps.
   void CloseMapping(std::unique_ptr<IpcMapping> mapping);
   absl::StatusOr<std::shared_ptr<IpcRefs>> RefsOf(const IpcHandle& handle);
+  void DetachDeadTables();
 
   Backend& backend_;
   const PoolLifetime& lifetime_;
@@ -80,12 +100,15 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
       ABSL_GUARDED_BY(mu_);
   // Superseded mappings with leases still out.
   std::vector<std::unique_ptr<IpcMapping>> superseded_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, std::shared_ptr<IpcRefs>>
-      refs_ ABSL_GUARDED_BY(mu_);
+  // Attached export tables by exporter id.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<IpcRefs>> refs_
+      ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // Bumped when an open ends (made or failed): what waiters wait for.
   uint64_t opens_ended_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t local_leases_ ABSL_GUARDED_BY(mu_) = 0;
+  // Leases on this cache's own versions, by version.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<IpcMapping>> local_
+      ABSL_GUARDED_BY(mu_);
   IpcStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

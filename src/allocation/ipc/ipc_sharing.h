@@ -39,12 +39,8 @@ class IpcSharing final : public FreeGate {
   IpcStats GetIpcStats() const;
 
   // --- FreeGate ---
-  bool MayFree(int device, void* ptr) override {
-    return exports_.MayFree(device, ptr);
-  }
-  std::vector<std::pair<int, void*>> TakeFreeable() override {
-    return exports_.TakeFreeable();
-  }
+  bool MayFree(int device, void* ptr) override;
+  std::vector<std::pair<int, void*>> TakeFreeable() override;
   void DropDevice(int device) override;
   void Trim(int device) override { imports_->CloseUnleased(device); }
   void Close() override { imports_->Close(); }

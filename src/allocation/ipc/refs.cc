@@ -1,11 +1,11 @@
-// IpcRefs (ipc/refs.h): the exporter's shared table of reference counts.
+// IpcRefs (ipc/refs.h): the exporter's table; pins are OFD locks.
 
 #include "src/allocation/ipc/refs.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -14,87 +14,186 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/base/owner_files.h"
 
 namespace gpupool::internal {
 namespace {
 
-constexpr int kCountBits = 24;
-constexpr uint64_t kCountMask = (uint64_t{1} << kCountBits) - 1;
-constexpr size_t kTableBytes = IpcRefs::kSlots * sizeof(uint64_t);
+// Versions are below 2^40 (the handle's version field is 64 bits; a larger
+// one names no slot).
+constexpr uint64_t kClaimingTag = (uint64_t{1} << 40) - 1;
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
-uint64_t TagOf(uint64_t word) { return word >> kCountBits; }
-uint64_t CountOf(uint64_t word) { return word & kCountMask; }
-uint64_t Word(uint64_t tag, uint64_t count) {
-  return (tag << kCountBits) | count;
-}
+uint64_t TagOf(uint64_t word) { return word; }
+uint64_t Word(uint64_t tag, uint64_t /*unused*/) { return tag; }
 
-std::atomic<uint64_t>* MapTable(int fd) {
-  void* base =
-      mmap(nullptr, kTableBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  return base == MAP_FAILED ? nullptr
-                            : static_cast<std::atomic<uint64_t>*>(base);
+// An open-file-description lock of `type` on byte `slot`; false when
+// another open file description holds a conflicting one (never waits).
+bool LockSlot(int fd, short type, uint32_t slot) {  // NOLINT(runtime/int)
+  struct flock lock = {};
+  lock.l_type = type;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = static_cast<off_t>(slot);
+  lock.l_len = 1;
+  while (fcntl(fd, F_OFD_SETLK, &lock) != 0) {
+    if (errno != EINTR) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-std::string IpcRefs::PathOf(uint64_t pid, uint64_t exporter_id) {
-  return absl::StrFormat("/dev/shm/gpupool-ipc-refs-%d-%016x", pid,
-                         exporter_id);
+// Lock-free atomics only: the exporter writes them, importers read them.
+struct IpcRefs::Record {
+  std::atomic<uint64_t> digest;
+  std::atomic<uint64_t> buffer_id;
+  std::atomic<int64_t> device;
+  std::atomic<uint64_t> extent;
+};
+
+namespace {
+
+constexpr size_t kWordsBytes = IpcRefs::kSlots * sizeof(uint64_t);
+constexpr size_t kTableBytes =
+    kWordsBytes + IpcRefs::kSlots * sizeof(std::atomic<uint64_t>) * 4;
+
+void* MapTable(int fd) {
+  void* base =
+      mmap(nullptr, kTableBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return base == MAP_FAILED ? nullptr : base;
+}
+
+}  // namespace
+
+uint64_t IpcRuntimeDigest(const std::array<uint8_t, 64>& runtime_bytes) {
+  uint64_t hash = 0xcbf29ce484222325;
+  for (uint8_t byte : runtime_bytes) hash = (hash ^ byte) * 0x100000001b3;
+  return hash;
+}
+
+IpcRefs::IpcRefs(std::string name, bool owner, void* table, int lock_fd,
+                 int pin_fd)
+    : name_(std::move(name)),
+      owner_(owner),
+      table_(table),
+      words_(static_cast<std::atomic<uint64_t>*>(table)),
+      records_(
+          reinterpret_cast<Record*>(static_cast<char*>(table) + kWordsBytes)),
+      creator_pid_(getpid()),
+      lock_fd_(lock_fd),
+      pin_fd_(pin_fd),
+      pins_(kSlots, 0) {
+  static_assert(sizeof(Record) == 4 * sizeof(uint64_t));
+}
+
+std::string IpcRefs::NameOf(uint64_t exporter_id) {
+  return absl::StrFormat("ipc-refs-%016x", exporter_id);
 }
 
 absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Create(uint64_t exporter_id) {
-  std::string path = PathOf(static_cast<uint64_t>(getpid()), exporter_id);
-  const int fd =
-      open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("IPC export: cannot create ", path,
-                                            ": ", strerror(errno)));
+  ReapDeadTables();  // what killed exporters of this user left behind
+  std::string name = NameOf(exporter_id);
+  absl::StatusOr<int> fd = CreateOwnerFile(name, kTableBytes);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("IPC export: ", fd.status().message()));
   }
-  std::atomic<uint64_t>* words =
-      ftruncate(fd, kTableBytes) == 0 ? MapTable(fd) : nullptr;
+  // CreateOwnerFile's shared flock says "the exporter is alive" until this
+  // process dies; a second open file description carries our own pins.
+  void* table = MapTable(*fd);
+  absl::StatusOr<int> pin_fd = absl::InternalError("not opened");
+  if (table != nullptr) pin_fd = OpenOwnerFile(name, kTableBytes);
   const int error = errno;
-  close(fd);
-  if (words == nullptr) {
-    unlink(path.c_str());
-    return absl::InternalError(
-        absl::StrCat("IPC export: cannot map ", path, ": ", strerror(error)));
+  if (table == nullptr || !pin_fd.ok()) {
+    if (table != nullptr) munmap(table, kTableBytes);
+    close(*fd);
+    UnlinkOwnerFile(name);
+    return absl::InternalError(absl::StrCat("IPC export: cannot set up ", name,
+                                            ": ", strerror(error)));
   }
-  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), true, words));
+  UnlinkOwnerFileAtExit(name);  // the process-wide pools' cache never dies
+  return std::unique_ptr<IpcRefs>(
+      new IpcRefs(std::move(name), true, table, *fd, *pin_fd));
 }
 
-absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Attach(uint64_t pid,
-                                                         uint64_t exporter_id) {
-  std::string path = PathOf(pid, exporter_id);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("IPC import: stale handle: the exporting cache (process ",
-                     pid, ") is gone"));
+absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Attach(uint64_t exporter_id) {
+  std::string name = NameOf(exporter_id);
+  absl::StatusOr<int> fd = OpenOwnerFile(name, kTableBytes);
+  if (!fd.ok()) {
+    if (fd.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrFormat(
+          "IPC import: stale handle: the exporting cache %016x is gone",
+          exporter_id));
+    }
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("IPC import: the exporter's table: ",
+                                     fd.status().message()));
   }
-  struct stat info;
-  std::atomic<uint64_t>* words =
-      fstat(fd, &info) == 0 && static_cast<size_t>(info.st_size) == kTableBytes
-          ? MapTable(fd)
-          : nullptr;
-  close(fd);
-  if (words == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("IPC import: ", path, " is not an export table"));
+  // Taking the liveness lock exclusively succeeds only when no exporter
+  // holds it: the exporter died without removing its table.
+  if (flock(*fd, LOCK_EX | LOCK_NB) == 0) {
+    UnlinkOwnerFile(name);
+    close(*fd);
+    return absl::NotFoundError(absl::StrFormat(
+        "IPC import: stale handle: the exporting cache %016x died",
+        exporter_id));
   }
-  return std::unique_ptr<IpcRefs>(new IpcRefs(std::move(path), false, words));
+  void* table = MapTable(*fd);
+  const int error = errno;
+  if (table == nullptr) {
+    close(*fd);
+    return absl::InternalError(
+        absl::StrCat("IPC import: cannot map ", name, ": ", strerror(error)));
+  }
+  return std::unique_ptr<IpcRefs>(
+      new IpcRefs(std::move(name), false, table, *fd, *fd));
 }
 
 IpcRefs::~IpcRefs() {
-  if (owner_) unlink(path_.c_str());
-  munmap(words_, kTableBytes);
+  // Not from a fork() child: the table is its parent's.
+  if (owner_ && getpid() == creator_pid_) {
+    UnlinkOwnerFile(name_);
+    ForgetOwnerFileAtExit(name_);
+  }
+  munmap(table_, kTableBytes);
+  if (pin_fd_ != lock_fd_) close(pin_fd_);
+  close(lock_fd_);  // drops this process's pins and liveness lock
 }
 
-absl::StatusOr<uint32_t> IpcRefs::Claim(uint64_t tag) {
+bool IpcRefs::Alive() const {
+  return !OwnerFileCreatorDead(name_, kTableBytes);
+}
+
+namespace {
+
+void ReapIfDead(const std::string& name, void* reaped) {
+  if (OwnerFileCreatorDead(name, kTableBytes)) {
+    UnlinkOwnerFile(name);
+    ++*static_cast<int*>(reaped);
+  }
+}
+
+}  // namespace
+
+int IpcRefs::ReapDeadTables() {
+  int reaped = 0;
+  ForEachOwnerFile("ipc-refs-", &ReapIfDead, &reaped);
+  return reaped;
+}
+
+absl::StatusOr<uint32_t> IpcRefs::Claim(uint64_t tag,
+                                        const IpcSlotBinding& binding) {
   for (uint32_t slot = 0; slot < kSlots; ++slot) {
     uint64_t expected = 0;
-    if (words_[slot].compare_exchange_strong(expected, Word(tag, 0),
+    if (words_[slot].compare_exchange_strong(expected, Word(kClaimingTag, 0),
                                              std::memory_order_acq_rel)) {
+      Record& record = records_[slot];
+      record.digest.store(binding.digest, std::memory_order_relaxed);
+      record.buffer_id.store(binding.buffer_id, std::memory_order_relaxed);
+      record.device.store(binding.device, std::memory_order_relaxed);
+      record.extent.store(binding.extent, std::memory_order_relaxed);
+      // Published: whoever sees the tag sees the binding.
+      words_[slot].store(Word(tag, 0), std::memory_order_release);
       return slot;
     }
   }
@@ -102,40 +201,80 @@ absl::StatusOr<uint32_t> IpcRefs::Claim(uint64_t tag) {
       "IPC export: all ", kSlots, " export slots hold versions still mapped"));
 }
 
+void IpcRefs::GrowExtent(uint32_t slot, uint64_t extent) {
+  if (slot >= kSlots) return;
+  std::atomic<uint64_t>& current = records_[slot].extent;
+  uint64_t seen = current.load(std::memory_order_relaxed);
+  while (seen < extent && !current.compare_exchange_weak(
+                              seen, extent, std::memory_order_release)) {
+  }
+}
+
+std::optional<IpcSlotBinding> IpcRefs::Binding(uint32_t slot,
+                                               uint64_t tag) const {
+  if (slot >= kSlots || tag == 0 || tag >= kClaimingTag) return std::nullopt;
+  if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
+    return std::nullopt;
+  }
+  const Record& record = records_[slot];
+  IpcSlotBinding binding;
+  binding.digest = record.digest.load(std::memory_order_relaxed);
+  binding.buffer_id = record.buffer_id.load(std::memory_order_relaxed);
+  binding.device = record.device.load(std::memory_order_relaxed);
+  binding.extent = record.extent.load(std::memory_order_acquire);
+  // Still that version: the binding read belongs to it (a slot is rebound
+  // only after a retire, and versions never repeat).
+  if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
+    return std::nullopt;
+  }
+  return binding;
+}
+
 bool IpcRefs::TryRetire(uint32_t slot, uint64_t tag) {
-  if (slot >= kSlots) return false;
+  if (slot >= kSlots || TagOf(words_[slot].load()) != tag) return false;
+  // Refused while any other open file description holds a read lock on
+  // the byte: a live importer's pin (or our own, on pin_fd_).
+  if (!LockSlot(lock_fd_, F_WRLCK, slot)) return false;
   uint64_t expected = Word(tag, 0);
-  return words_[slot].compare_exchange_strong(expected, 0,
-                                              std::memory_order_acq_rel);
+  const bool retired = words_[slot].compare_exchange_strong(
+      expected, 0, std::memory_order_acq_rel);
+  LockSlot(lock_fd_, F_UNLCK, slot);
+  return retired;
 }
 
 bool IpcRefs::Pin(uint32_t slot, uint64_t tag) {
-  if (slot >= kSlots) return false;
-  uint64_t word = words_[slot].load(std::memory_order_acquire);
-  while (TagOf(word) == tag && CountOf(word) < kCountMask) {
-    if (words_[slot].compare_exchange_weak(word, word + 1,
-                                           std::memory_order_acq_rel)) {
-      return true;
+  if (slot >= kSlots || tag == 0 || tag >= kClaimingTag) return false;
+  MutexLock lock(&mu_);
+  if (pins_[slot] == 0) {
+    // Granted only while the exporter is not retiring the slot; the tag is
+    // read after the grant, so a retire either waits for us or was done.
+    if (!LockSlot(pin_fd_, F_RDLCK, slot)) return false;
+    if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
+      LockSlot(pin_fd_, F_UNLCK, slot);
+      return false;
     }
+  } else if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
+    return false;  // our lock pins another version of this slot
   }
-  return false;
+  ++pins_[slot];
+  return true;
 }
 
 void IpcRefs::Unpin(uint32_t slot, uint64_t tag) {
   if (slot >= kSlots) return;
-  uint64_t word = words_[slot].load(std::memory_order_acquire);
-  while (TagOf(word) == tag && CountOf(word) > 0) {
-    if (words_[slot].compare_exchange_weak(word, word - 1,
-                                           std::memory_order_acq_rel)) {
-      return;
-    }
-  }
+  MutexLock lock(&mu_);
+  if (pins_[slot] == 0) return;  // not ours to drop
+  if (--pins_[slot] == 0) LockSlot(pin_fd_, F_UNLCK, slot);
 }
 
-int64_t IpcRefs::Count(uint32_t slot, uint64_t tag) const {
-  if (slot >= kSlots) return 0;
-  const uint64_t word = words_[slot].load(std::memory_order_acquire);
-  return TagOf(word) == tag ? static_cast<int64_t>(CountOf(word)) : 0;
+bool IpcRefs::Pinned(uint32_t slot) const {
+  if (slot >= kSlots) return false;
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = static_cast<off_t>(slot);
+  lock.l_len = 1;
+  return fcntl(lock_fd_, F_OFD_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
 }
 
 }  // namespace gpupool::internal

@@ -195,6 +195,21 @@ struct CudaApi {
   static Error IpcCloseMemHandle(void* ptr) {
     return Cudart().cudaIpcCloseMemHandle(ptr);
   }
+  // The driver's cuMemGetAddressRange_v2 (the runtime API has none), from
+  // the libcuda the runtime loaded: optional. Driver and runtime codes share
+  // their numbers for the errors the backend reacts to.
+  static bool HasMemGetAddressRange() {
+    return DriverMemGetAddressRange() != nullptr;
+  }
+  static Error MemGetAddressRange(void** base, size_t* bytes, void* ptr) {
+    DriverAddressRangeFn query = DriverMemGetAddressRange();
+    if (query == nullptr) return cudaErrorNotSupported;
+    unsigned long long found = 0;  // NOLINT(runtime/int): CUdeviceptr
+    const int result =
+        query(&found, bytes, reinterpret_cast<unsigned long long>(ptr));
+    *base = reinterpret_cast<void*>(found);
+    return static_cast<Error>(result);
+  }
 };
 
 }  // namespace cuda_internal

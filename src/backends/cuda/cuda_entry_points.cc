@@ -4,6 +4,7 @@
 #include "src/backends/cuda/cuda_entry_points.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <atomic>
 #include <utility>
@@ -27,6 +28,21 @@ using loader_internal::SymbolLookup;
 namespace internal_table {
 std::atomic<const CudaRuntime*> process_table{nullptr};
 }  // namespace internal_table
+
+DriverAddressRangeFn DriverMemGetAddressRange() {
+  static std::atomic<DriverAddressRangeFn> found{nullptr};
+  DriverAddressRangeFn query = found.load(std::memory_order_acquire);
+  if (query != nullptr) return query;
+  // RTLD_NOLOAD: only the driver the runtime already loaded; not found yet
+  // (the runtime loads it at its first call) is looked for again next time.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (driver == nullptr) return nullptr;
+  query = reinterpret_cast<DriverAddressRangeFn>(
+      dlsym(driver, "cuMemGetAddressRange_v2"));
+  dlclose(driver);  // the runtime's own reference keeps it loaded
+  if (query != nullptr) found.store(query, std::memory_order_release);
+  return query;
+}
 
 namespace {
 

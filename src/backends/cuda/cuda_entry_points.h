@@ -97,6 +97,15 @@ struct CudaRuntime {
   std::string source;
 };
 
+// cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* bytes, CUdeviceptr),
+// with cuda.h's types spelled out (CUdeviceptr is unsigned long long).
+using DriverAddressRangeFn = int (*)(unsigned long long*,           // NOLINT
+                                     size_t*, unsigned long long);  // NOLINT
+// The driver's address-range query, from the libcuda.so.1 already loaded in
+// the process (never loading one); nullptr when there is none yet or it
+// lacks the symbol. Found once, then kept.
+DriverAddressRangeFn DriverMemGetAddressRange();
+
 // Where the CUDA runtime is looked for (see the header comment).
 inline constexpr char kCudaRuntimeEnvVar[] = "GPUPOOL_CUDA_RUNTIME";
 loader_internal::LibrarySearch CudaRuntimeSearch();

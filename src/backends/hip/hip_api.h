@@ -191,6 +191,16 @@ struct HipApi {
   static Error IpcCloseMemHandle(void* ptr) {
     return Hip().hipIpcCloseMemHandle(ptr);
   }
+  // hipMemGetAddressRange from the loaded runtime library: optional (a
+  // runtime without it leaves the backend's GetAddressRange Unimplemented).
+  static bool HasMemGetAddressRange() {
+    return HipMemGetAddressRange() != nullptr;
+  }
+  static Error MemGetAddressRange(void** base, size_t* bytes, void* ptr) {
+    HipAddressRangeFn query = HipMemGetAddressRange();
+    if (query == nullptr) return hipErrorNotSupported;
+    return query(base, bytes, ptr);
+  }
 };
 
 }  // namespace hip_internal

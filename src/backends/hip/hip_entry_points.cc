@@ -3,6 +3,7 @@
 
 #include "src/backends/hip/hip_entry_points.h"
 
+#include <dlfcn.h>
 #include <hip/hip_runtime_api.h>
 
 #include <atomic>
@@ -110,6 +111,23 @@ absl::StatusOr<HipRuntime> LoadHipRuntime(const RuntimeLibrary& library) {
   return ResolveHipRuntime(
       absl::StrCat("the HIP runtime ", library.path()),
       [&library](const char* name) { return library.FindSymbol(name); });
+}
+
+HipAddressRangeFn HipMemGetAddressRange() {
+  static std::atomic<HipAddressRangeFn> found{nullptr};
+  HipAddressRangeFn query = found.load(std::memory_order_acquire);
+  if (query != nullptr) return query;
+  absl::StatusOr<const HipRuntime*> runtime = ProcessHipRuntime();
+  if (!runtime.ok()) return nullptr;
+  // The library the table came from, already loaded: RTLD_NOLOAD.
+  void* library =
+      dlopen((*runtime)->source.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (library == nullptr) return nullptr;
+  query = reinterpret_cast<HipAddressRangeFn>(
+      dlsym(library, "hipMemGetAddressRange"));
+  dlclose(library);
+  if (query != nullptr) found.store(query, std::memory_order_release);
+  return query;
 }
 
 absl::StatusOr<const HipRuntime*> ProcessHipRuntime() {

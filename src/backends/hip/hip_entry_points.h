@@ -155,6 +155,12 @@ extern std::atomic<const HipRuntime*> process_table;
 const HipRuntime& LoadOrFallback();
 }  // namespace internal_table
 
+// hipMemGetAddressRange(hipDeviceptr_t* base, size_t* bytes, hipDeviceptr_t),
+// looked up in the process's runtime library (never loading another);
+// nullptr when that runtime lacks it. Found once, then kept.
+using HipAddressRangeFn = hipError_t (*)(void**, size_t*, void*);
+HipAddressRangeFn HipMemGetAddressRange();
+
 inline const HipRuntime& Hip() {
   const HipRuntime* table =
       internal_table::process_table.load(std::memory_order_acquire);

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdlib.h>
 
 #include <cstdlib>
 #include <string>
@@ -64,8 +65,11 @@ absl::StatusOr<RuntimeLibrary> RuntimeLibrary::OpenFile(
 
 absl::StatusOr<RuntimeLibrary> RuntimeLibrary::Open(
     const LibrarySearch& search) {
+  // secure_getenv: a setuid, setgid or capability-raised program
+  // (AT_SECURE) ignores the variable, as ld.so ignores LD_LIBRARY_PATH
+  // there, so that its caller cannot make it load a library as root.
   const char* override_path =
-      search.env_var.empty() ? nullptr : std::getenv(search.env_var.c_str());
+      search.env_var.empty() ? nullptr : secure_getenv(search.env_var.c_str());
   if (override_path != nullptr && override_path[0] != '\0') {
     // An explicit choice is never second-guessed by a fallback.
     return OpenFile(search.runtime, override_path,

@@ -7,9 +7,14 @@
 //   IpcMemHandle (cudaIpcMemHandle_t / hipIpcMemHandle_t, 64 bytes),
 //   kIpcMemLazyEnablePeerAccess, IpcGetMemHandle(IpcMemHandle*, void*),
 //   IpcOpenMemHandle(void**, IpcMemHandle, unsigned flags),
-//   IpcCloseMemHandle(void*).
-// They are an optional feature (runtime_features.h, Feature::kIpc): on a
-// runtime without them each call is Unimplemented naming what is missing.
+//   IpcCloseMemHandle(void*),
+//   HasMemGetAddressRange() (false when the runtime lacks the optional
+//   entry point) and MemGetAddressRange(void** base, size_t* bytes, void*)
+//   (cuMemGetAddressRange / hipMemGetAddressRange: the allocation holding an
+//   address, an IPC mapping included).
+// The IPC calls are an optional feature (runtime_features.h, Feature::kIpc):
+// on a runtime without them each call is Unimplemented naming what is
+// missing.
 //
 // Runtime semantics (docs/backends.md, "IPC", has the sources): a handle
 // names the allocation's base; a re-open in one context returns the same
@@ -90,6 +95,27 @@ class RuntimeIpc : public Backend {
         "IpcOpenMemHandle", device);
     if (!status.ok()) return status;
     return ptr;
+  }
+
+  absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) override {
+    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
+        !valid.ok()) {
+      return valid;
+    }
+    if (ptr == nullptr) return NullPointer("MemGetAddressRange", device);
+    if (!Api::HasMemGetAddressRange()) {
+      return absl::UnimplementedError(
+          absl::StrCat(Api::kCallPrefix,
+                       "MemGetAddressRange: not available in this runtime"));
+    }
+    CurrentDeviceGuard<Api> guard(device);
+    if (!guard.status().ok()) return guard.status();
+    AddressRange range;
+    absl::Status status = RuntimeStatus<Api>::ToStatus(
+        Api::MemGetAddressRange(&range.base, &range.bytes, ptr),
+        "MemGetAddressRange", device);
+    if (!status.ok()) return status;
+    return range;
   }
 
   absl::Status CloseIpcHandle(int device, void* ptr) override {

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/base/owner_files.h"
 
 namespace gpupool {
 namespace sim_internal {
@@ -142,6 +142,28 @@ SegmentHeader* MapSegment(int fd, size_t bytes) {
   return base == MAP_FAILED ? nullptr : static_cast<SegmentHeader*>(base);
 }
 
+// Each importing process holds an open-file-description read lock on the
+// segment's first byte while it has it mapped: the kernel drops it when the
+// importer dies, as the driver unmaps a dead process's IPC mappings.
+bool HoldImporterLock(int fd) {
+  struct flock lock = {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_len = 1;
+  return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+// Importers alive now: the header's count, unless no importer holds its
+// lock any more (those counted died).
+int LiveImporters(int fd, const SegmentHeader& header) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_len = 1;
+  if (fcntl(fd, F_OFD_GETLK, &lock) == 0 && lock.l_type == F_UNLCK) return 0;
+  return header.importers.load(std::memory_order_acquire);
+}
+
 void* DataOf(SegmentHeader* header) {
   return reinterpret_cast<char*>(header) + kSegmentDataOffset;
 }
@@ -150,13 +172,18 @@ void* DataOf(SegmentHeader* header) {
 
 SimIpc::SimIpc(const std::string& ipc_namespace)
     : namespace_(SanitizedNamespace(ipc_namespace)),
-      instance_(RandomInstance()) {}
+      instance_(RandomInstance()),
+      pid_(getpid()) {}
 
 SimIpc::~SimIpc() {
   absl::MutexLock lock(&mu_);
   for (auto& [address, segment] : exported_) {
-    segment.header->live.store(0, std::memory_order_release);
-    unlink(segment.path.c_str());
+    // Not from a fork() child: the segments are its parent's.
+    if (getpid() == pid_) {
+      segment.header->live.store(0, std::memory_order_release);
+      internal::UnlinkOwnerFile(segment.path);
+      internal::ForgetOwnerFileAtExit(segment.path);
+    }
     Unmap(segment);
   }
   for (auto& [key, mapping] : imported_) {
@@ -166,8 +193,7 @@ SimIpc::~SimIpc() {
 }
 
 std::string SimIpc::SegmentPath(uint64_t instance, uint64_t export_id) const {
-  return absl::StrFormat("/dev/shm/gpupool-sim-%s-%016x-%x", namespace_,
-                         instance, export_id);
+  return absl::StrFormat("sim-%s-%016x-%x", namespace_, instance, export_id);
 }
 
 void SimIpc::Unmap(Segment& segment) {
@@ -179,33 +205,56 @@ void SimIpc::Unmap(Segment& segment) {
   segment.fd = -1;
 }
 
+namespace {
+
+// A segment whose exporter died without removing it (killed): removed.
+void ReapIfDead(const std::string& name, void* /*unused*/) {
+  if (internal::OwnerFileCreatorDead(name, internal::kAnyOwnerFileSize)) {
+    internal::UnlinkOwnerFile(name);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
                                             size_t bytes) {
   absl::MutexLock lock(&mu_);
+  if (!reaped_) {
+    // The first export of this instance reaps what killed exporters of
+    // this user left behind.
+    internal::ForEachOwnerFile("sim-", &ReapIfDead, nullptr);
+    reaped_ = true;
+  }
   auto it = exported_.find(address);
   if (it != exported_.end()) return it->second.handle;
   const uint64_t export_id = next_export_id_++;
   Segment segment;
   segment.path = SegmentPath(instance_, export_id);
-  segment.fd =
-      open(segment.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (segment.fd < 0) {
-    return FaultError(Fault::kResource, absl::StatusCode::kInternal,
-                      absl::StrCat("sim: GetIpcHandle: cannot create ",
-                                   segment.path, ": ", strerror(errno)));
+  absl::StatusOr<int> fd =
+      internal::CreateOwnerFile(segment.path, kSegmentDataOffset + bytes);
+  if (!fd.ok()) {
+    return FaultError(
+        Fault::kResource,
+        fd.status().code() == absl::StatusCode::kPermissionDenied
+            ? absl::StatusCode::kPermissionDenied
+            : absl::StatusCode::kInternal,
+        absl::StrCat("sim: GetIpcHandle: ", fd.status().message()));
   }
-  // The shared lock says "the exporter is alive" until this process exits.
-  if (flock(segment.fd, LOCK_SH) != 0 ||
-      ftruncate(segment.fd, kSegmentDataOffset + bytes) != 0 ||
-      (segment.header = MapSegment(segment.fd, bytes)) == nullptr) {
+  segment.fd = *fd;
+  // CreateOwnerFile's shared flock says "the exporter is alive" until this
+  // process exits.
+  if ((segment.header = MapSegment(segment.fd, bytes)) == nullptr) {
     const int error = errno;
-    unlink(segment.path.c_str());
+    internal::UnlinkOwnerFile(segment.path);
     Unmap(segment);
     return FaultError(Fault::kResource, absl::StatusCode::kInternal,
                       absl::StrCat("sim: GetIpcHandle: cannot set up ",
                                    segment.path, ": ", strerror(error)));
   }
   segment.mapped_bytes = bytes;
+  // A SimBackend that is never destroyed (the process-wide pools') still
+  // removes its segments at exit.
+  internal::UnlinkOwnerFileAtExit(segment.path);
   SegmentHeader* header = segment.header;
   header->magic = kSegmentMagic;
   header->export_id = export_id;
@@ -229,9 +278,9 @@ int SimIpc::OnFree(uintptr_t address) {
   if (it == exported_.end()) return 0;
   Segment& segment = it->second;
   segment.header->live.store(0, std::memory_order_release);
-  const int importers =
-      segment.header->importers.load(std::memory_order_acquire);
-  unlink(segment.path.c_str());
+  const int importers = LiveImporters(segment.fd, *segment.header);
+  internal::UnlinkOwnerFile(segment.path);
+  internal::ForgetOwnerFileAtExit(segment.path);
   Unmap(segment);
   exported_.erase(it);
   return importers;
@@ -247,7 +296,7 @@ int SimIpc::ImportersOf(uintptr_t address) const {
   absl::MutexLock lock(&mu_);
   auto it = exported_.find(address);
   if (it == exported_.end()) return 0;
-  return it->second.header->importers.load(std::memory_order_acquire);
+  return LiveImporters(it->second.fd, *it->second.header);
 }
 
 absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
@@ -279,23 +328,40 @@ absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
   const std::string stale =
       absl::StrCat("OpenIpcHandle: stale handle: export ", decoded->export_id,
                    " of process ", decoded->pid, " (");
-  segment.fd = open(segment.path.c_str(), O_RDWR | O_CLOEXEC);
-  if (segment.fd < 0) {
-    return Refuse(absl::StatusCode::kNotFound,
-                  absl::StrCat(stale, "the exporter freed the allocation)"));
+  // Owner-only, not a link, a regular file of the size the handle names:
+  // checked on the descriptor before anything is mapped (a truncated file
+  // would raise SIGBUS on access).
+  if (decoded->bytes > (uint64_t{1} << 48)) {
+    return Refuse(absl::StatusCode::kInvalidArgument,
+                  "OpenIpcHandle: the handle does not match its segment");
   }
+  absl::StatusOr<int> fd = internal::OpenOwnerFile(
+      segment.path, kSegmentDataOffset + decoded->bytes);
+  if (!fd.ok()) {
+    switch (fd.status().code()) {
+      case absl::StatusCode::kNotFound:
+        return Refuse(
+            absl::StatusCode::kNotFound,
+            absl::StrCat(stale, "the exporter freed the allocation)"));
+      case absl::StatusCode::kInvalidArgument:
+        return Refuse(absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("OpenIpcHandle: the handle does not match "
+                                   "its segment: ",
+                                   fd.status().message()));
+      default:
+        return Refuse(fd.status().code(),
+                      absl::StrCat("OpenIpcHandle: ", fd.status().message()));
+    }
+  }
+  segment.fd = *fd;
   // Taking the lock exclusively succeeds only when no exporter holds it.
   if (flock(segment.fd, LOCK_EX | LOCK_NB) == 0) {
-    unlink(segment.path.c_str());  // the exporter died: clean up after it
+    internal::UnlinkOwnerFile(segment.path);  // the exporter died: clean up
     Unmap(segment);
     return Refuse(absl::StatusCode::kNotFound,
                   absl::StrCat(stale, "the exporter exited)"));
   }
-  struct stat info;
-  if (fstat(segment.fd, &info) != 0 ||
-      static_cast<uint64_t>(info.st_size) !=
-          kSegmentDataOffset + decoded->bytes ||
-      (segment.header = MapSegment(segment.fd, decoded->bytes)) == nullptr) {
+  if ((segment.header = MapSegment(segment.fd, decoded->bytes)) == nullptr) {
     Unmap(segment);
     return Refuse(absl::StatusCode::kInvalidArgument,
                   "OpenIpcHandle: the handle does not match its segment");
@@ -308,6 +374,12 @@ absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
     Unmap(segment);
     return Refuse(absl::StatusCode::kInvalidArgument,
                   "OpenIpcHandle: the handle does not match its segment");
+  }
+  if (!HoldImporterLock(segment.fd)) {
+    Unmap(segment);
+    return Refuse(absl::StatusCode::kInternal,
+                  absl::StrCat("OpenIpcHandle: cannot lock the segment: ",
+                               strerror(errno)));
   }
   segment.header->importers.fetch_add(1, std::memory_order_acq_rel);
   if (header.live.load(std::memory_order_acquire) == 0) {
@@ -347,6 +419,20 @@ absl::Status SimIpc::Close(int device, void* ptr) {
   by_address_.erase(where);
   imported_.erase(it);
   return absl::OkStatus();
+}
+
+std::optional<AddressRange> SimIpc::RangeOf(int device, void* ptr) const {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [base, key] : by_address_) {
+    const Mapping& mapping = imported_.at(key);
+    if (mapping.device == device && address >= base &&
+        address - base < mapping.segment.mapped_bytes) {
+      return AddressRange{reinterpret_cast<void*>(base),
+                          mapping.segment.mapped_bytes};
+    }
+  }
+  return std::nullopt;
 }
 
 int64_t SimIpc::exports() const {

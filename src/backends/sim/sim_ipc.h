@@ -1,8 +1,10 @@
 // SimBackend's interprocess memory: export, open and close across real
 // processes, through a registry the simulator owns in shared memory.
 //
-// Every exported allocation gets one segment, a file under /dev/shm named by
-// the simulator's IPC namespace (SimOptions::ipc_namespace), the exporting
+// Every exported allocation gets one segment, an owner-only file in the
+// user's shared-memory directory (base/owner_files.h: O_NOFOLLOW, fstat
+// checks of type, owner, mode and size before mapping) named by the
+// simulator's IPC namespace (SimOptions::ipc_namespace), the exporting
 // instance and the export id. The segment holds a header (what the handle
 // claims, whether the allocation is live, how many importing processes have
 // it mapped) and the allocation's bytes. The exporter writes through
@@ -24,8 +26,11 @@
 #ifndef GPUPOOL_SRC_BACKENDS_SIM_SIM_IPC_H_
 #define GPUPOOL_SRC_BACKENDS_SIM_SIM_IPC_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +72,9 @@ class SimIpc {
   absl::StatusOr<void*> Open(int device, const IpcMemHandle& handle);
   // NotFound when `ptr` is not an open mapping on `device`.
   absl::Status Close(int device, void* ptr);
+  // The open mapping on `device` containing `ptr`: its base and the
+  // exporter's allocation size; nullopt when there is none.
+  std::optional<AddressRange> RangeOf(int device, void* ptr) const;
 
   // Counters: segments created, mappings made and unmapped, open now.
   int64_t exports() const;
@@ -93,8 +101,10 @@ class SimIpc {
 
   const std::string namespace_;
   const uint64_t instance_;
+  const pid_t pid_;  // the process that made this registry
   mutable absl::Mutex mu_;
   uint64_t next_export_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool reaped_ ABSL_GUARDED_BY(mu_) = false;
   // Exported allocations by address.
   absl::flat_hash_map<uintptr_t, Segment> exported_ ABSL_GUARDED_BY(mu_);
   // Imports by (exporter instance, export id) and by mapped address.

@@ -3,6 +3,7 @@
 // (sim_backend.cc says which).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -63,6 +64,32 @@ absl::Status SimBackend::CloseIpcHandle(int device, void* ptr) {
     return misuse.Flag(std::string(status.message()));
   }
   return status;
+}
+
+absl::StatusOr<AddressRange> SimBackend::GetAddressRange(int device,
+                                                         void* ptr) {
+  if (!state_->ValidDevice(device)) {
+    return sim_internal::CallerError(
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("GetAddressRange: device ", device, " out of range"));
+  }
+  absl::Status status = State::CheckPoison(state_->device_state(device));
+  if (!status.ok()) return status;
+  if (std::optional<AddressRange> mapped = state_->ipc.RangeOf(device, ptr)) {
+    return *mapped;
+  }
+  sim_internal::DeviceState& d = state_->device_state(device);
+  absl::ReaderMutexLock lock(&d.mu);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  for (const auto& [base, allocation] : d.allocations) {
+    if (address >= base && address - base < allocation.bytes) {
+      return AddressRange{reinterpret_cast<void*>(base), allocation.bytes};
+    }
+  }
+  return sim_internal::CallerError(
+      absl::StatusCode::kNotFound,
+      absl::StrCat("GetAddressRange: ", sim_internal::Hex(address),
+                   " is in no allocation or mapping on device ", device));
 }
 
 void* SimBackend::ExportedBytes(void* ptr) const {

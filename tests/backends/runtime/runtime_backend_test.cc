@@ -377,6 +377,19 @@ struct FakeApi {
     R::device_at_last_call = R::current_device;
     return kSuccess;
   }
+  // Address ranges: every address lies in a 4096-byte allocation aligned to
+  // 4096, except null's page (an error, as for a foreign pointer); the
+  // query can be switched off (a runtime without the entry point).
+  static inline bool has_address_range = true;
+  static bool HasMemGetAddressRange() { return has_address_range; }
+  static Error MemGetAddressRange(void** base, size_t* bytes, void* ptr) {
+    R::device_at_last_call = R::current_device;
+    const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+    if (address < 4096) return kFakeInvalidValue;
+    *base = reinterpret_cast<void*>(address & ~uintptr_t{4095});
+    *bytes = 4096;
+    return kSuccess;
+  }
 };
 
 // A HIP-shaped variant: CU masks (blocking, priority 0 only), no
@@ -929,6 +942,28 @@ TEST_F(RuntimeTemplateTest, IpcCallsRunOnTheirDeviceAndCarryTheHandleBytes) {
   EXPECT_EQ(FakeApi::last_ipc_open_flags, FakeApi::kIpcMemLazyEnablePeerAccess);
   EXPECT_TRUE(backend_->CloseIpcHandle(1, *opened).ok());
   EXPECT_EQ(FakeRuntime::current_device, 0);
+}
+
+TEST_F(RuntimeTemplateTest, AddressRangeRunsOnItsDeviceOrIsUnimplemented) {
+  void* inside = reinterpret_cast<void*>(uintptr_t{0x10000 + 100});
+  absl::StatusOr<AddressRange> range = backend_->GetAddressRange(1, inside);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(range->base, reinterpret_cast<void*>(uintptr_t{0x10000}));
+  EXPECT_EQ(range->bytes, 4096u);
+  EXPECT_EQ(FakeRuntime::device_at_last_call, 1);
+  EXPECT_EQ(FakeRuntime::current_device, 0);  // restored
+  EXPECT_EQ(backend_->GetAddressRange(0, reinterpret_cast<void*>(uintptr_t{8}))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->GetAddressRange(0, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->GetAddressRange(7, inside).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  FakeApi::has_address_range = false;
+  EXPECT_EQ(backend_->GetAddressRange(1, inside).status().code(),
+            absl::StatusCode::kUnimplemented);
+  FakeApi::has_address_range = true;
 }
 
 TEST_F(RuntimeTemplateTest, IpcErrorsGoThroughTheChokePoint) {

@@ -97,6 +97,41 @@ TEST_F(SimIpcTest, ImporterReadsTheExportersLiveBytes) {
   EXPECT_TRUE(misuses_.empty());
 }
 
+// cuMemGetAddressRange / hipMemGetAddressRange: base and size of the
+// allocation containing an address, an IPC mapping included.
+TEST_F(SimIpcTest, AddressRangeOfAMappingIsTheExportersAllocation) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  const IpcMemHandle handle = FromHex(peer->Ask("export 4096 90"));
+  absl::StatusOr<void*> ptr = sim_->OpenIpcHandle(0, handle);
+  ASSERT_TRUE(ptr.ok()) << ptr.status();
+  for (size_t at : {size_t{0}, size_t{100}, size_t{4095}}) {
+    absl::StatusOr<AddressRange> range =
+        sim_->GetAddressRange(0, static_cast<char*>(*ptr) + at);
+    ASSERT_TRUE(range.ok()) << range.status();
+    EXPECT_EQ(range->base, *ptr);
+    EXPECT_EQ(range->bytes, 4096u);
+  }
+  EXPECT_EQ(
+      sim_->GetAddressRange(0, static_cast<char*>(*ptr) + 4096).status().code(),
+      absl::StatusCode::kNotFound);
+  EXPECT_EQ(sim_->GetAddressRange(1, *ptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<void*> local = sim_->Allocate(0, 8192, MemoryKind::kDevice);
+  ASSERT_TRUE(local.ok());
+  absl::StatusOr<AddressRange> range =
+      sim_->GetAddressRange(0, static_cast<char*>(*local) + 8000);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(range->base, *local);
+  EXPECT_EQ(range->bytes, 8192u);
+  EXPECT_TRUE(sim_->Free(0, *local, MemoryKind::kDevice).ok());
+  EXPECT_TRUE(sim_->CloseIpcHandle(0, *ptr).ok());
+  EXPECT_EQ(sim_->GetAddressRange(0, *ptr).status().code(),
+            absl::StatusCode::kNotFound);
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
+  EXPECT_TRUE(misuses_.empty());
+}
+
 TEST_F(SimIpcTest, RepeatedExportAndOpenMakeOneSegmentAndOneMapping) {
   absl::StatusOr<void*> allocation =
       sim_->Allocate(0, 1 << 20, MemoryKind::kDevice);
