@@ -320,5 +320,41 @@ TEST_F(GraphPoolReleaseTest, ASideStreamOfAnInvalidatedCaptureLeaksNothing) {
   ASSERT_THAT(sim_.DestroyEvent(0, fork), IsOk());
 }
 
+// A command buffer re-recorded 100 times into one pool, each old graph
+// destroyed before the next recording: the blocks its captures released are
+// reused by the next, so the memory stays that of one recording.
+TEST_F(GraphPoolReleaseTest, ReRecordingAHundredTimesKeepsMemoryBounded) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream replay = NewStream();
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  for (int recording = 0; recording < 100; ++recording) {
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    for (size_t bytes : {kMiB, 2 * kMiB, 4 * kMiB}) {
+      absl::StatusOr<PooledAllocation> lease =
+          cache->Allocate(0, bytes, MemoryKind::kDevice, capture);
+      ASSERT_THAT(lease, IsOk());
+      sim_.TouchMemory(capture, lease->data(), bytes);
+    }
+    absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(capture);
+    ASSERT_THAT(graph, IsOk());
+    scope->End();
+    ASSERT_THAT(sim_.InstantiateGraph(*graph), IsOk());
+    ASSERT_THAT(sim_.LaunchGraph(*graph, replay), IsOk());
+    sim_.CompleteWork(replay);
+    ASSERT_THAT(sim_.DestroyGraph(*graph), IsOk());
+  }
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 3);
+  EXPECT_EQ(stats.bytes_in_graph_pools, static_cast<int64_t>(7 * kMiB));
+  EXPECT_EQ(sim_.live_allocations(0), 3);
+  ASSERT_THAT(pool->Release({replay}), IsOk());
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
 }  // namespace
 }  // namespace gpupool
