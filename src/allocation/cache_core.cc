@@ -372,9 +372,21 @@ BlockState AllocationCacheCore::ReleaseState(
   return BlockState::kIdle;
 }
 
-BlockState AllocationCacheCore::FenceKept(AllocationBlock* block) {
+std::optional<BlockState> AllocationCacheCore::FenceKept(
+    AllocationShard& shard, AllocationBlock* block) {
   BlockState state = ReleaseState(block);
   if (state != BlockState::kIdle) return state;
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
+                         (router != nullptr && router->Routing()))) {
+    shard.Reinstate(block);  // HoldIfCapturing takes it out of use
+    std::shared_ptr<void> owner = std::move(block->owner);
+    block->owner.reset();
+    if (HoldIfCapturing(shard, block)) return std::nullopt;
+    block->owner = std::move(owner);
+    shard.TakeOutOfUse(block);
+    if (poisoned(block->device)) return BlockState::kDrop;
+  }
   state = fence_.RecordReadyEvents(block);
   block->release_stream = nullptr;  // fenced on its own streams: no hit
   return state;

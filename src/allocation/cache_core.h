@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -172,8 +173,12 @@ class AllocationCacheCore
   void FreeReleasedByGate();
   // A router keeps a released block it took out of use: ready events on
   // every stream it was used on now fence its later give-back. kPending or
-  // kIdle; kDrop / kLeak: the caller must forget it (Departure).
-  BlockState FenceKept(AllocationBlock* block);
+  // kIdle; kDrop / kLeak: the caller must forget it (Departure). nullopt:
+  // a stream it was used on captures now (an event recorded there would be
+  // captured), so the core took it as any release there (held, or adopted
+  // by that capture's pool): it is no longer the caller's.
+  std::optional<BlockState> FenceKept(AllocationShard& shard,
+                                      AllocationBlock* block);
   // Gives a block a router kept to the general cache, fenced by ready events
   // on `streams` on top of those it holds (FenceKept). Counted as no lease:
   // hits and peak_bytes_in_use are untouched. Clears its owner.

@@ -320,6 +320,35 @@ TEST_F(GraphPoolReleaseTest, ASideStreamOfAnInvalidatedCaptureLeaksNothing) {
   ASSERT_THAT(sim_.DestroyEvent(0, fork), IsOk());
 }
 
+// An output returned after its capture while its stream captures again (for
+// nobody): no ready event is recorded into that capture; the block is held
+// as any release there, and the capture survives the pool's release and the
+// eager work after it.
+TEST_F(GraphPoolReleaseTest, AnOutputReturnedWhileItsStreamCapturesIsHeld) {
+  AllocationCacheOptions options;
+  options.detect_unregistered_captures = true;
+  auto cache = NewCache(options);
+  NativeStream capture = NewStream();
+  NativeStream replay = NewStream();
+  NativeStream eager = NewStream();
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  PooledAllocation output;
+  SimGraph graph = CaptureOutput(*cache, *pool, capture, kMiB, &output);
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal), IsOk());
+  output.Release();
+  EXPECT_EQ(cache->GetStats(0).blocks_held_for_captures, 1);
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 0);
+  ASSERT_THAT(pool->Release({replay}), IsOk());
+  for (int i = 0; i < 3; ++i) Lease(*cache, eager, kMiB);
+  EXPECT_EQ(*sim_.GetCaptureStatus(0, capture), CaptureStatus::kActive);
+  absl::StatusOr<SimGraph> unregistered = sim_.EndCaptureToGraph(capture);
+  ASSERT_THAT(unregistered, IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(*unregistered), IsOk());
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
 // A command buffer re-recorded 100 times into one pool, each old graph
 // destroyed before the next recording: the blocks its captures released are
 // reused by the next, so the memory stays that of one recording.

@@ -233,11 +233,20 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
     // The lease outlived its capture: its streams may have used it eagerly
     // since. Fenced on them now, while they surely live (the lease was held
     // until now); held by the pool until its release, never reused inside.
-    const BlockState state = core_.FenceKept(block);
-    if (state == BlockState::kDrop || state == BlockState::kLeak) {
+    const std::shared_ptr<GraphPoolState> keep = PoolOf(*block);
+    const std::optional<BlockState> state = core_.FenceKept(shard, block);
+    if (!state.has_value()) {
+      // Used on a stream that captures now: the core took it (held, or
+      // adopted by that capture's pool, which counted it anew).
+      MutexLock lock(&pool.mu);
+      pool.bytes -= static_cast<int64_t>(block->size);
+      --pool.blocks;
+      return;
+    }
+    if (*state == BlockState::kDrop || *state == BlockState::kLeak) {
       Forget(pool, shard, block,
-             state == BlockState::kDrop ? Departure::kDropped
-                                        : Departure::kLeaked);
+             *state == BlockState::kDrop ? Departure::kDropped
+                                         : Departure::kLeaked);
       return;
     }
     MutexLock lock(&pool.mu);
