@@ -161,9 +161,13 @@ struct GPUPOOL_EXPORT AllocationCacheStats {
   int64_t blocks_leaked = 0;   // left to the OS: exit, fork, released after
                                // the cache was destroyed, unprovable safety
   // --- graph capture (gauges) ---
-  int64_t graph_pools = 0;               // GraphPools not yet released
-  int64_t blocks_in_graph_pools = 0;     // held by pools for their graphs, not
-  int64_t bytes_in_graph_pools = 0;      // leased (leased ones are in_use)
+  int64_t graph_pools = 0;            // GraphPools not yet released
+  int64_t blocks_in_graph_pools = 0;  // held by pools for their graphs, not
+  int64_t bytes_in_graph_pools = 0;   // leased (leased ones are in_use)
+  // Of graph_pools: pools whose handle was dropped before Release. Their
+  // blocks stay in the pool (never given back unfenced) until the cache is
+  // destroyed.
+  int64_t graph_pools_held = 0;
   int64_t blocks_held_for_captures = 0;  // released during a capture the
   int64_t bytes_held_for_captures = 0;   // cache was not told about
 

@@ -17,11 +17,19 @@
 //     everyone else: Trim and the out-of-memory chain never free them.
 //   * Graphs captured one after another may share a pool (open a new scope on
 //     it) as long as they never run concurrently.
+//   * Every allocation kind of the capture (device and pinned host) is the
+//     pool's. A scope kept open across later captures on its origin routes
+//     each of them.
+//   * A lease that outlives its capture is fenced on every stream it was
+//     used on when it comes back, and held by the pool (never reused by a
+//     later capture) until the pool's release.
 //   * Release(replay_streams) gives the blocks back to the general cache once
 //     the work enqueued so far on `replay_streams` (the graphs' last replays)
 //     completes — ready events recorded there fence them as for any release.
-//     Destroying the handle releases with no streams: the caller asserts that
-//     no replay is still running.
+//     Leases given back later are fenced on those streams and their own.
+//   * Destroying an unreleased handle never releases: the pool holds its
+//     blocks until the cache is destroyed (AllocationCacheStats::
+//     graph_pools_held counts such pools). Call Release.
 //   * A poisoned device drops the pool's blocks without runtime calls.
 //
 // Thread safety: GraphPool and CaptureScope are move-only handles used by one
@@ -75,7 +83,10 @@ class GPUPOOL_EXPORT GraphPool {
   GraphPool() = default;
   GraphPool(GraphPool&& other) noexcept = default;
   GraphPool& operator=(GraphPool&& other) noexcept;
-  // Releases the pool (Release with no streams) if not released yet.
+  // An unreleased pool is not released but held: its blocks stay out of
+  // reuse until the cache is destroyed (the graphs may still replay on
+  // streams the handle does not know). Move assignment does the same to the
+  // pool it replaces.
   ~GraphPool();
 
   // Process-unique id (for stats and DebugString); 0 for an empty handle.
@@ -84,7 +95,8 @@ class GPUPOOL_EXPORT GraphPool {
   explicit operator bool() const { return state_ != nullptr; }
 
   // Routes the allocations of the capture that will be begun on `origin` (or
-  // is already under way there) to this pool until the scope ends. One
+  // is already under way there), and of later captures begun there, to this
+  // pool until the scope ends. One
   // runtime call (Backend::GetCaptureInfo). InvalidArgument for an empty
   // pool or a null origin; FailedPrecondition when the pool is released or
   // already has a scope open, or the device is poisoned; Unimplemented on a

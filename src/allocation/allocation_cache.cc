@@ -203,6 +203,7 @@ AllocationCacheStats& AllocationCacheStats::operator+=(
   blocks_dropped += other.blocks_dropped;
   blocks_leaked += other.blocks_leaked;
   graph_pools += other.graph_pools;
+  graph_pools_held += other.graph_pools_held;
   blocks_in_graph_pools += other.blocks_in_graph_pools;
   bytes_in_graph_pools += other.bytes_in_graph_pools;
   blocks_held_for_captures += other.blocks_held_for_captures;
@@ -254,6 +255,9 @@ std::string AllocationCacheStats::ToString() const {
     absl::StrAppend(&out, " graph_pools=", graph_pools, " (",
                     blocks_in_graph_pools, " blocks, ",
                     HumanBytes(bytes_in_graph_pools), ")");
+    if (graph_pools_held != 0) {
+      absl::StrAppend(&out, " graph_pools_held=", graph_pools_held);
+    }
   }
   if (blocks_held_for_captures != 0) {
     absl::StrAppend(&out, " held_for_captures=", blocks_held_for_captures, " (",

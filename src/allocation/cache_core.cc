@@ -188,7 +188,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   //    call.
   CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
   if (ABSL_PREDICT_FALSE(router != nullptr && router->Routing()) &&
-      stream != nullptr && kind == MemoryKind::kDevice) {
+      stream != nullptr) {
     absl::StatusOr<CaptureInfo> info = backend_.GetCaptureInfo(device, stream);
     if (info.ok()) {
       if (std::optional<absl::StatusOr<PooledAllocation>> routed =
@@ -348,11 +348,80 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
     state = fence_.RecordReadyEvents(block);
   }
 
+  Settle(shard, block, state);
+}
+
+void AllocationCacheCore::Settle(AllocationShard& shard, AllocationBlock* block,
+                                 BlockState state) {
   const AllocationShard::TakenBack taken =
-      shard.TakeBack(block, state, generation(device));
+      shard.TakeBack(block, state, generation(shard.device()));
   delete taken.to_delete;
   if (taken.to_free != nullptr) FreeBlock(shard, taken.to_free).IgnoreError();
   if (taken.to_poll != nullptr) CheckRetiring(shard, taken.to_poll);
+}
+
+BlockState AllocationCacheCore::ReleaseState(
+    const AllocationBlock* block) const {
+  if (closed_.load(std::memory_order_acquire) || ProcessIsExiting()) {
+    return BlockState::kLeak;
+  }
+  if (poisoned(block->device) ||
+      block->generation != generation(block->device)) {
+    return BlockState::kDrop;
+  }
+  return BlockState::kIdle;
+}
+
+std::optional<BlockState> AllocationCacheCore::FenceKept(
+    AllocationShard& shard, AllocationBlock* block) {
+  BlockState state = ReleaseState(block);
+  if (state != BlockState::kIdle) return state;
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
+                         (router != nullptr && router->Routing()))) {
+    shard.Reinstate(block);  // HoldIfCapturing takes it out of use
+    std::shared_ptr<void> owner = std::move(block->owner);
+    block->owner.reset();
+    if (HoldIfCapturing(shard, block)) return std::nullopt;
+    block->owner = std::move(owner);
+    shard.TakeOutOfUse(block);
+    if (poisoned(block->device)) return BlockState::kDrop;
+  }
+  state = fence_.RecordReadyEvents(block);
+  block->release_stream = nullptr;  // fenced on its own streams: no hit
+  return state;
+}
+
+void AllocationCacheCore::GiveBack(AllocationBlock* block,
+                                   const std::vector<NativeStream>& streams) {
+  AllocationShard& shard = Shard(block->device, block->kind);
+  block->owner.reset();
+  block->uses.assign(streams.begin(), streams.end());
+  shard.Reinstate(block);
+  BlockState state = ReleaseState(block);
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (state == BlockState::kIdle &&
+      ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
+                         (router != nullptr && router->Routing()))) {
+    // A ready event recorded on a capturing stream would be captured: held
+    // (or adopted) as any release there, with the events it holds.
+    if (HoldIfCapturing(shard, block)) return;
+    if (poisoned(block->device)) state = BlockState::kDrop;
+  }
+  if (state == BlockState::kIdle) {
+    // RecordReadyEvents re-records a block's events: keep the FenceKept ones
+    // aside so that the new ones add to them.
+    absl::InlinedVector<PooledEvent, 1> kept = std::move(block->events);
+    block->events.clear();
+    state = fence_.RecordReadyEvents(block);
+    if ((state == BlockState::kIdle || state == BlockState::kPending) &&
+        !kept.empty()) {
+      for (PooledEvent& event : kept) block->events.push_back(std::move(event));
+      block->release_stream = nullptr;  // pending on more than one stream
+      state = BlockState::kPending;
+    }
+  }
+  Settle(shard, block, state);
 }
 
 bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,

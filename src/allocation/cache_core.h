@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,19 @@ class AllocationCacheCore
   absl::Status FreeRaw(AllocationShard& shard, void* ptr);
   // Frees the stable buffer memory the free gate no longer keeps.
   void FreeReleasedByGate();
+  // A router keeps a released block it took out of use: ready events on
+  // every stream it was used on now fence its later give-back. kPending or
+  // kIdle; kDrop / kLeak: the caller must forget it (Departure). nullopt:
+  // a stream it was used on captures now (an event recorded there would be
+  // captured), so the core took it as any release there (held, or adopted
+  // by that capture's pool): it is no longer the caller's.
+  std::optional<BlockState> FenceKept(AllocationShard& shard,
+                                      AllocationBlock* block);
+  // Gives a block a router kept to the general cache, fenced by ready events
+  // on `streams` on top of those it holds (FenceKept). Counted as no lease:
+  // hits and peak_bytes_in_use are untouched. Clears its owner.
+  void GiveBack(AllocationBlock* block,
+                const std::vector<NativeStream>& streams);
 
  private:
   struct Released {
@@ -190,6 +204,10 @@ class AllocationCacheCore
   }
 
   // --- cache_core.cc ---
+  // The state a released block's fence leaves it in, before its events.
+  BlockState ReleaseState(const AllocationBlock* block) const;
+  // Takes back a released block per `state` (cached, retired or freed).
+  void Settle(AllocationShard& shard, AllocationBlock* block, BlockState state);
   // Forgets, without runtime calls, every block of an older generation.
   void DropStale(int device);
   // Deletes host records (returning their events to the EventPool). Must be

@@ -106,9 +106,15 @@ void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
   }
   for (AllocationBlock* block : blocks) {
     AllocationShard& shard = Shard(block->device, block->kind);
-    if (call_runtime) {
+    // A pool block returned after its capture holds ready events on the
+    // streams that used it eagerly: wait for them before freeing.
+    const BlockState state = call_runtime && !block->events.empty()
+                                 ? fence_.SynchronizeEvents(block)
+                                 : BlockState::kIdle;
+    if (call_runtime && state == BlockState::kIdle) {
       FreeBlock(shard, block).IgnoreError();
     } else {
+      block->events.clear();
       shard.Retire(Departure::kLeaked);
       delete block;
     }

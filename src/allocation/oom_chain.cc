@@ -68,6 +68,11 @@ absl::Status AllocationCacheCore::OutOfMemoryError(
     const absl::StatusOr<MemoryInfo>& info, size_t released, bool retried,
     const absl::Status& runtime) {
   const AllocationCacheStats stats = shard.Stats();
+  // What graph pools and held captures keep out of reuse counts too.
+  AllocationCacheStats capture;
+  if (shard.kind() == MemoryKind::kDevice) {
+    AddCaptureStats(shard.device(), &capture);
+  }
   std::string memory =
       info.ok() ? absl::StrFormat("device free %d bytes of %d bytes total",
                                   info->free_bytes, info->total_bytes)
@@ -78,10 +83,12 @@ absl::Status AllocationCacheCore::OutOfMemoryError(
   return absl::ResourceExhaustedError(absl::StrFormat(
       "AllocationCache: out of %s memory on device %d: requested %d bytes, "
       "rounded to %d bytes; in use %d bytes (%d allocations), cached %d "
-      "bytes; %s; %s; runtime: %s",
+      "bytes, in graph pools %d bytes, held for captures %d bytes; %s; %s; "
+      "runtime: %s",
       MemoryKindName(shard.kind()), shard.device(), requested, rounded,
       stats.bytes_in_use + stats.bytes_stable, stats.allocations_in_use,
-      stats.bytes_cached, memory,
+      stats.bytes_cached, capture.bytes_in_graph_pools,
+      capture.bytes_held_for_captures, memory,
       retried ? absl::StrFormat("retried once after freeing %d cached bytes",
                                 released)
               : std::string("larger than the device, not retried"),

@@ -133,6 +133,16 @@ void AllocationShard::LeaseKept(AllocationBlock* block,
   LeaseLocked(block, request);
 }
 
+void AllocationShard::Reinstate(AllocationBlock* block) {
+  MutexLock lock(&mu_);
+  block->requested = 0;
+  block->lease_id = 0;
+  in_use_.PushFront(block);
+  ++stats_.allocations_in_use;
+  stats_.bytes_in_use += static_cast<int64_t>(block->size);
+  stats_.bytes_rounded += static_cast<int64_t>(block->size);
+}
+
 void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
   MutexLock lock(&mu_);
   RemoveInUseLocked(block);

@@ -118,6 +118,9 @@ class alignas(kCacheLine) AllocationShard {
   // Takes a leased block out of use to be kept (held, or by a capture
   // router): it leaves the in-use gauges and stays in the shard's care.
   void TakeOutOfUse(AllocationBlock* block);
+  // Puts a kept block back in use, without a lease's tallies (no hit, no
+  // peak): the keeper is about to give it to the general cache.
+  void Reinstate(AllocationBlock* block);
 
   // --- Release --------------------------------------------------------------
   struct TakenBack {

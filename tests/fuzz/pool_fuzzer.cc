@@ -765,8 +765,11 @@ class Session {
       return;
     }
     DestroyGraphs(model->graphs);
-    // With no replay, dropping the handle releases it (no streams).
-    if (!model->replay_streams.empty() || input_.ConsumeBool()) {
+    // Dropping the handle unreleased never releases: the pool is held (its
+    // blocks out of reuse) until the cache is destroyed.
+    if (input_.ConsumeBool()) {
+      ++dropped_graph_pools_;
+    } else {
       const absl::Status status = model->pool.Release(model->replay_streams);
       FUZZ_CHECK(status.ok(),
                  absl::StrCat("GraphPool::Release: ", status.ToString()));
@@ -786,8 +789,7 @@ class Session {
         NativeStream stream = PickIdleStream(device);
         if (stream == nullptr) return;
         const bool poisoned = health_->is_poisoned(device);
-        absl::StatusOr<CaptureScope> scope =
-            (model->pool, stream).BeginCapture();
+        absl::StatusOr<CaptureScope> scope = model->pool.BeginCapture(stream);
         if (poisoned) {
           FUZZ_CHECK(!scope.ok(), "a capture scope on a poisoned device");
           CheckRefusal(device, scope.status(), "GraphPool::BeginCapture");
@@ -1011,11 +1013,17 @@ class Session {
                             cache_->GetStats().allocations_in_use, " but ",
                             allocations_out, " leases out"));
     const AllocationCacheStats cache = cache_->GetStats();
-    FUZZ_CHECK(cache.graph_pools == static_cast<int64_t>(graph_models_.size()),
-               absl::StrCat("graph_pools ", cache.graph_pools, " but ",
-                            graph_models_.size(), " pools not released"));
-    FUZZ_CHECK(!graph_models_.empty() || (cache.blocks_in_graph_pools == 0 &&
-                                          cache.bytes_in_graph_pools == 0),
+    // A dropped pool is held while it keeps a block (then it is gone).
+    FUZZ_CHECK(cache.graph_pools - cache.graph_pools_held ==
+                       static_cast<int64_t>(graph_models_.size()) &&
+                   cache.graph_pools_held <= dropped_graph_pools_,
+               absl::StrCat("graph_pools ", cache.graph_pools, " (held ",
+                            cache.graph_pools_held, ") but ",
+                            graph_models_.size(), " pools not released, ",
+                            dropped_graph_pools_, " dropped"));
+    FUZZ_CHECK(!graph_models_.empty() || dropped_graph_pools_ != 0 ||
+                   (cache.blocks_in_graph_pools == 0 &&
+                    cache.bytes_in_graph_pools == 0),
                "blocks in graph pools with every pool released");
     const IpcStats ipc = gpupool::StableBuffers(*cache_).GetIpcStats();
     FUZZ_CHECK(ipc.opens == 0 && ipc.closes == 0 && ipc.mappings_live == 0,
@@ -1100,6 +1108,9 @@ class Session {
   std::map<uint64_t, std::vector<NativeStream>> allocation_streams_;
   std::map<std::pair<std::string, int>, Stable> stable_;
   std::vector<GraphModel> graph_models_;
+  // Pool handles dropped unreleased (held by the cache while they keep a
+  // block).
+  int64_t dropped_graph_pools_ = 0;
   // Streams capturing for a scope or for nobody (CaptureStep), and the
   // unregistered ones' devices; streams case 16 began capturing.
   std::vector<NativeStream> capturing_;

@@ -91,7 +91,7 @@ void CaptureRoutes::LearnCaptureId(uint64_t route_id, uint64_t capture_id) {
   {
     MutexLock lock(&mu_);
     for (CaptureRoute& route : routes_) {
-      if (route.route_id == route_id && route.capture_id == 0) {
+      if (route.route_id == route_id && route.capture_id != capture_id) {
         route.capture_id = capture_id;
         pool = route.pool;
       }

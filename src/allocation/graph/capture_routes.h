@@ -33,8 +33,10 @@ struct GraphPoolState {
   const int device;
 
   Mutex mu;
-  // Blocks the pool holds that no lease holds, reusable by a capture into
-  // the pool on their `release_stream`.
+  // Blocks the pool holds that no lease holds. Reusable by a capture into
+  // the pool on their `release_stream` when they hold no events; a block
+  // returned after its capture ended holds ready events on the streams it
+  // was used on (fenced, never reused inside the pool).
   std::vector<AllocationBlock*> free ABSL_GUARDED_BY(mu);
   // Every block of the pool, leased or free (for stats).
   int64_t blocks ABSL_GUARDED_BY(mu) = 0;
@@ -43,6 +45,9 @@ struct GraphPoolState {
   int64_t captures ABSL_GUARDED_BY(mu) = 0;
   bool scope_open ABSL_GUARDED_BY(mu) = false;
   bool released ABSL_GUARDED_BY(mu) = false;
+  // The handle was dropped before Release: nobody can name the streams the
+  // graphs replay on, so the blocks are held until the cache is destroyed.
+  bool held ABSL_GUARDED_BY(mu) = false;
   // Release's fence: later returns of leased blocks record on these too.
   std::vector<NativeStream> replay_streams ABSL_GUARDED_BY(mu);
 };
@@ -72,7 +77,8 @@ class CaptureRoutes {
   void CloseRoute(uint64_t route_id);
   // Routes of `device` (copies), for matching outside the lock.
   std::vector<CaptureRoute> Routes(int device) const;
-  // Records a capture id learned for `route_id`.
+  // Records a capture id learned for `route_id` (a later capture on the
+  // route's origin replaces the earlier one's).
   void LearnCaptureId(uint64_t route_id, uint64_t capture_id);
   // Live pools (weak: a pool dies with its handle and its last block).
   std::vector<std::shared_ptr<GraphPoolState>> Pools() const;

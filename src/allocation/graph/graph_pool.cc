@@ -31,7 +31,7 @@ GraphPool::GraphPool(std::shared_ptr<internal::AllocationCacheCore> core,
 
 GraphPool& GraphPool::operator=(GraphPool&& other) noexcept {
   if (this != &other) {
-    if (state_ != nullptr) Release().IgnoreError();
+    if (state_ != nullptr) internal::GraphPools::Of(*core_).Hold(*state_);
     core_ = std::move(other.core_);
     state_ = std::move(other.state_);
   }
@@ -39,13 +39,9 @@ GraphPool& GraphPool::operator=(GraphPool&& other) noexcept {
 }
 
 GraphPool::~GraphPool() {
-  if (state_ == nullptr) return;
-  bool released = false;
-  {
-    internal::MutexLock lock(&state_->mu);
-    released = state_->released;
-  }
-  if (!released) Release().IgnoreError();
+  // Never a release with no fence: the graphs may still replay on streams
+  // the handle does not know.
+  if (state_ != nullptr) internal::GraphPools::Of(*core_).Hold(*state_);
 }
 
 uint64_t GraphPool::id() const { return state_ == nullptr ? 0 : state_->id; }

@@ -84,27 +84,47 @@ std::shared_ptr<GraphPoolState> GraphPools::MatchRoute(
   if (info.status == CaptureStatus::kInvalidated) {
     // No id any more: the capture begun on a route's origin is recognised by
     // its stream (its blocks stay the pool's until the pool is released).
-    for (const CaptureRoute& route : routes_.Routes(device)) {
+    const std::vector<CaptureRoute> routes = routes_.Routes(device);
+    for (const CaptureRoute& route : routes) {
       if (route.origin == stream) return route.pool;
     }
-    return nullptr;
+    // A side stream joined into an invalidated capture: the one route whose
+    // origin's capture is invalidated too is its (with several, which one is
+    // unknown: the core holds the block).
+    std::shared_ptr<GraphPoolState> match;
+    int matches = 0;
+    for (const CaptureRoute& route : routes) {
+      absl::StatusOr<CaptureInfo> origin =
+          core_.backend().GetCaptureInfo(device, route.origin);
+      if (origin.ok() && origin->status == CaptureStatus::kInvalidated) {
+        match = route.pool;
+        ++matches;
+      } else if (!origin.ok() &&
+                 core_.PoisonIfSticky(device, origin.status())) {
+        return nullptr;
+      }
+    }
+    return matches == 1 ? match : nullptr;
   }
   for (const CaptureRoute& route : routes_.Routes(device)) {
-    uint64_t id = route.capture_id;
-    if (id == 0) {
-      if (route.origin == stream) {
-        id = info.id;
-      } else {
-        absl::StatusOr<CaptureInfo> origin =
-            core_.backend().GetCaptureInfo(device, route.origin);
-        if (origin.ok() && origin->status == CaptureStatus::kActive) {
-          id = origin->id;
-        } else if (!origin.ok() &&
-                   core_.PoisonIfSticky(device, origin.status())) {
-          return nullptr;  // no further runtime call on a dead device
-        }
+    if (route.capture_id == info.id) return route.pool;
+    // Not learned yet, or a later capture on the origin: a scope kept open
+    // across captures routes each of them (one at a time on its origin).
+    uint64_t id = 0;
+    if (route.origin == stream) {
+      id = info.id;
+    } else {
+      absl::StatusOr<CaptureInfo> origin =
+          core_.backend().GetCaptureInfo(device, route.origin);
+      if (origin.ok() && origin->status == CaptureStatus::kActive) {
+        id = origin->id;
+      } else if (!origin.ok() &&
+                 core_.PoisonIfSticky(device, origin.status())) {
+        return nullptr;  // no further runtime call on a dead device
       }
-      if (id != 0) routes_.LearnCaptureId(route.route_id, id);
+    }
+    if (id != 0 && id != route.capture_id) {
+      routes_.LearnCaptureId(route.route_id, id);
     }
     if (id == info.id) return route.pool;
   }
@@ -141,15 +161,28 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
         it = free.erase(it);
         continue;
       }
-      // Newest first would be nicer for caches; any match is equally safe.
-      if (reused == nullptr && size_class >= 0 &&
-          block->size_class == size_class &&
-          block->release_stream == request.stream) {
+      // Reusable in stream order: released during a capture on this stream
+      // (no events: never used outside the pool's captures).
+      const bool usable = block->kind == shard.kind() &&
+                          block->release_stream == request.stream &&
+                          block->events.empty();
+      if (usable && size_class >= 0 && block->size_class == size_class) {
+        if (reused == nullptr) {
+          reused = block;
+          it = free.erase(it);
+          continue;
+        }
+      } else if (usable && size_class < 0 && block->size_class < 0 &&
+                 block->size >= request.bytes &&
+                 (reused == nullptr || block->size < reused->size)) {
+        // An uncached block (above max_cached_block_bytes): the best fit,
+        // as the capture cannot give memory back to the runtime meanwhile.
         reused = block;
-        it = free.erase(it);
-        continue;
       }
       ++it;
+    }
+    if (reused != nullptr && size_class < 0) {
+      free.erase(std::find(free.begin(), free.end(), reused));
     }
   }
   for (AllocationBlock* block : stale) {
@@ -179,41 +212,74 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
 void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
   shard.TakeOutOfUse(block);
   GraphPoolState& pool = *PoolOf(*block);
-  const bool leak = core_.Leaking();
-  std::vector<NativeStream> fence;
+  if (core_.Leaking()) {
+    Forget(pool, shard, block, Departure::kLeaked);
+    return;
+  }
+  bool released = false;
   {
     MutexLock lock(&pool.mu);
-    if (!leak && !pool.released) {
-      block->release_stream = ReuseStream(*block);
+    released = pool.released;
+    if (!released && pool.scope_open && block->uses.size() == 1) {
+      // Released during a capture into the pool: the graph replays the
+      // stream order, so a later allocation of a capture into the pool on
+      // this stream may reuse it.
+      block->release_stream = block->uses[0];
       pool.free.push_back(block);
       return;
     }
+  }
+  if (!released) {
+    // The lease outlived its capture: its streams may have used it eagerly
+    // since. Fenced on them now, while they surely live (the lease was held
+    // until now); held by the pool until its release, never reused inside.
+    const std::shared_ptr<GraphPoolState> keep = PoolOf(*block);
+    const std::optional<BlockState> state = core_.FenceKept(shard, block);
+    if (!state.has_value()) {
+      // Used on a stream that captures now: the core took it (held, or
+      // adopted by that capture's pool, which counted it anew).
+      MutexLock lock(&pool.mu);
+      pool.bytes -= static_cast<int64_t>(block->size);
+      --pool.blocks;
+      return;
+    }
+    if (*state == BlockState::kDrop || *state == BlockState::kLeak) {
+      Forget(pool, shard, block,
+             *state == BlockState::kDrop ? Departure::kDropped
+                                         : Departure::kLeaked);
+      return;
+    }
+    MutexLock lock(&pool.mu);
+    if (!pool.released) {
+      pool.free.push_back(block);
+      return;
+    }
+    // Released meanwhile (after Release took the free list): given back
+    // below with the events it holds.
+  }
+  std::vector<NativeStream> fence;
+  {
+    MutexLock lock(&pool.mu);
     pool.bytes -= static_cast<int64_t>(block->size);
     --pool.blocks;
     fence = pool.replay_streams;
   }
-  if (leak) {
-    shard.Retire(Departure::kLeaked);
-    delete block;
-    return;
-  }
-  GiveBackToCache(shard, block, fence);
+  // The replays, and every stream the lease was used on.
+  fence.insert(fence.end(), block->uses.begin(), block->uses.end());
+  core_.GiveBack(block, Distinct(fence));
 }
 
-void GraphPools::GiveBackToCache(AllocationShard& shard, AllocationBlock* block,
-                                 const std::vector<NativeStream>& streams) {
-  // The replays may still write the block: its release is fenced by ready
-  // events on the replay streams, exactly as a lease used on them would be.
-  // Only on those: the streams the block was used on while the pool had it
-  // are capture streams (their work was captured, never run there, and the
-  // user may have destroyed them since), or streams the caller names in
-  // Release (graph_pool.h).
-  const std::vector<NativeStream> uses = Distinct(streams);
+void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
+                        AllocationBlock* block, Departure how) {
+  {
+    MutexLock lock(&pool.mu);
+    pool.bytes -= static_cast<int64_t>(block->size);
+    --pool.blocks;
+  }
+  block->events.clear();
   block->owner.reset();
-  shard.LeaseKept(block, LeaseRequest{block->size, nullptr, {}},
-                  /*hit=*/false);
-  block->uses.assign(uses.begin(), uses.end());
-  core_.Return(block);
+  shard.Retire(how);
+  delete block;
 }
 
 absl::Status GraphPools::Release(GraphPoolState& pool,
@@ -241,11 +307,19 @@ absl::Status GraphPools::Release(GraphPoolState& pool,
   if (core_.Forked())
     return absl::OkStatus();  // leaked with the parent's memory
   for (AllocationBlock* block : blocks) {
-    // Through the ordinary return path, which also handles poisoned devices
-    // and a closed cache.
-    GiveBackToCache(core_.Shard(block->device, block->kind), block, streams);
+    // The replays may still write the block: its give-back is fenced by
+    // ready events on the replay streams (and those it holds from uses after
+    // its capture). The capture streams are never touched again (the user
+    // may have destroyed them since). GiveBack also handles poisoned
+    // devices and a closed cache.
+    core_.GiveBack(block, Distinct(streams));
   }
   return absl::OkStatus();
+}
+
+void GraphPools::Hold(GraphPoolState& pool) {
+  MutexLock lock(&pool.mu);
+  if (!pool.released) pool.held = true;
 }
 
 bool GraphPools::Adopt(AllocationShard& shard, AllocationBlock* block,
@@ -290,6 +364,7 @@ void GraphPools::AddStats(int device, AllocationCacheStats* stats) const {
     if (device >= 0 && pool->device != device) continue;
     MutexLock lock(&pool->mu);
     if (!pool->released) ++stats->graph_pools;
+    if (!pool->released && pool->held) ++stats->graph_pools_held;
     stats->blocks_in_graph_pools += static_cast<int64_t>(pool->free.size());
     for (const AllocationBlock* block : pool->free) {
       stats->bytes_in_graph_pools += static_cast<int64_t>(block->size);
@@ -310,7 +385,8 @@ std::string GraphPools::DebugString() const {
                     pool->free.size(), " free (", free_bytes, " bytes), ",
                     pool->captures, " captures",
                     pool->scope_open ? ", capturing" : "",
-                    pool->released ? ", released" : "");
+                    pool->released ? ", released" : "",
+                    pool->held ? ", held (handle dropped unreleased)" : "");
   }
   return out;
 }

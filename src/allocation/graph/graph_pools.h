@@ -21,6 +21,7 @@
 #include "gpupool/backend.h"
 #include "src/allocation/graph/capture_routes.h"
 #include "src/allocation/hooks.h"
+#include "src/kernel/handle_care.h"
 
 namespace gpupool::internal {
 
@@ -41,6 +42,10 @@ class GraphPools final : public CaptureRouter {
   void CloseRoute(uint64_t route_id) { routes_.CloseRoute(route_id); }
   absl::Status Release(GraphPoolState& pool,
                        const std::vector<NativeStream>& streams);
+  // The handle of an unreleased pool is gone: nobody can name its replay
+  // streams, so its blocks are held (never given back unfenced) until the
+  // cache is destroyed.
+  void Hold(GraphPoolState& pool);
 
   // --- CaptureRouter ---
   bool Routing() const override { return routes_.AnyRouteOpen(); }
@@ -63,9 +68,9 @@ class GraphPools final : public CaptureRouter {
   absl::StatusOr<PooledAllocation> AllocateInPool(
       std::shared_ptr<GraphPoolState> pool, AllocationShard& shard,
       const LeaseRequest& request);
-  // Hands a pool block to the general cache, fenced on `streams`.
-  void GiveBackToCache(AllocationShard& shard, AllocationBlock* block,
-                       const std::vector<NativeStream>& streams);
+  // Drops a block of `pool` out of use without a runtime call (`how`).
+  void Forget(GraphPoolState& pool, AllocationShard& shard,
+              AllocationBlock* block, Departure how);
 
   AllocationCacheCore& core_;
   CaptureRoutes routes_;
