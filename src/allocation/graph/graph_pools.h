@@ -21,7 +21,7 @@
 #include "gpupool/backend.h"
 #include "src/allocation/graph/capture_routes.h"
 #include "src/allocation/hooks.h"
-#include "src/kernel/handle_care.h"
+#include "src/lifetime/handle_care.h"
 
 namespace gpupool::internal {
 

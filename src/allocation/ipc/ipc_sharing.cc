@@ -30,13 +30,47 @@ IpcSharing::IpcSharing(AllocationCacheCore& core)
 absl::StatusOr<IpcHandle> IpcSharing::Export(absl::string_view name, int device,
                                              size_t bytes) {
   core_.FreeReleasedByGate();
-  absl::StatusOr<void*> ptr = core_.AcquireStable(name, device, bytes);
-  if (!ptr.ok()) return ptr.status();
-  absl::StatusOr<IpcHandle> handle = exports_.Export(name, device, *ptr, bytes);
-  if (!handle.ok() && core_.PoisonIfSticky(device, handle.status())) {
-    return core_.PoisonedError(device);
+  // Atomic with a growth or release of the name on another thread: a
+  // pointer freed between Acquire and the export is never handed to the
+  // runtime (IpcExports::Export says how); the name is acquired again.
+  constexpr int kAttempts = 64;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const uint64_t frees_seen = exports_.stable_frees();
+    absl::StatusOr<void*> ptr = core_.AcquireStable(name, device, bytes);
+    if (!ptr.ok()) return ptr.status();
+    bool moved = false;
+    absl::StatusOr<IpcHandle> handle =
+        exports_.Export(name, device, *ptr, bytes, core_.generation(device),
+                        frees_seen, &moved);
+    if (moved) continue;
+    if (!handle.ok() && core_.PoisonIfSticky(device, handle.status())) {
+      return core_.PoisonedError(device);
+    }
+    return handle;
   }
-  return handle;
+  return absl::AbortedError(absl::StrCat(
+      "StableBuffers::Export: stable buffers were freed by other threads "
+      "during each of ",
+      kAttempts, " attempts to export \"", name, "\"; try again"));
+}
+
+bool IpcSharing::MayFree(int device, void* ptr) {
+  return exports_.MayFree(device, ptr, core_.generation(device));
+}
+
+std::vector<std::pair<int, void*>> IpcSharing::TakeFreeable() {
+  std::vector<std::pair<int, void*>> out;
+  for (const IpcExports::Freeable& version : exports_.TakeFreeable()) {
+    if (version.generation != core_.generation(version.device)) {
+      // The device was reset while the version waited: its memory went with
+      // the reset, so there is nothing to free.
+      core_.Shard(version.device, MemoryKind::kDevice)
+          .Retire(Departure::kDropped);
+      continue;
+    }
+    out.emplace_back(version.device, version.ptr);
+  }
+  return out;
 }
 
 absl::StatusOr<ImportedBuffer> IpcSharing::Import(const IpcHandle& handle,
