@@ -52,6 +52,7 @@ declare -A excluded=(
   [runtime_loader_test]="loads stand-in runtimes from the build tree"
   [cuda_loader_test]="loads stand-in runtimes from the build tree"
   [cuda_contract_fake_runtime_test]="loads a stand-in runtime from the build tree"
+  [secure_env_test]="copies its probe binary from the build tree"
 )
 # Libraries every target machine has: the C and C++ runtimes, and the NVIDIA
 # driver, which must match the machine's kernel module and is never bundled.
