@@ -26,11 +26,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gpupool/export.h"
 
 namespace gpupool::internal {
 
 // The calling user's directory path (for messages and tests).
-std::string OwnerDirectoryPath();
+GPUPOOL_EXPORT std::string OwnerDirectoryPath();
 
 // Creates `name` (new, mode 0600, `bytes` long) in the user's directory and
 // returns its descriptor (O_RDWR | O_CLOEXEC), holding a shared flock(2) on
@@ -40,7 +41,8 @@ std::string OwnerDirectoryPath();
 // one. PermissionDenied when the directory is not the caller's own (another
 // user made it, or it is not a directory); AlreadyExists; Internal for other
 // system errors.
-absl::StatusOr<int> CreateOwnerFile(absl::string_view name, size_t bytes);
+GPUPOOL_EXPORT absl::StatusOr<int> CreateOwnerFile(absl::string_view name,
+                                                   size_t bytes);
 
 // Whether the creator of `name` has died: nobody holds the liveness lock
 // CreateOwnerFile took (probed exclusively on a fresh open file description,
@@ -50,29 +52,31 @@ absl::StatusOr<int> CreateOwnerFile(absl::string_view name, size_t bytes);
 // kAnyOwnerFileSize: any size but 0 (a file being made is 0 bytes until its
 // creator holds the liveness lock).
 inline constexpr size_t kAnyOwnerFileSize = ~size_t{0};
-bool OwnerFileCreatorDead(absl::string_view name, size_t bytes);
+GPUPOOL_EXPORT bool OwnerFileCreatorDead(absl::string_view name, size_t bytes);
 
 // Opens the existing `name` of the user's directory read-write after the
 // checks above. NotFound: no such file. PermissionDenied: a symlink, not a
 // regular file, another owner, group or other bits set, or the directory is
 // not the caller's own. InvalidArgument: not `bytes` long.
-absl::StatusOr<int> OpenOwnerFile(absl::string_view name, size_t bytes);
+GPUPOOL_EXPORT absl::StatusOr<int> OpenOwnerFile(absl::string_view name,
+                                                 size_t bytes);
 
 // Removes `name` from the user's directory (missing is not an error).
-void UnlinkOwnerFile(absl::string_view name);
+GPUPOOL_EXPORT void UnlinkOwnerFile(absl::string_view name);
 
 // Files to remove when this process exits normally (exit() or a return
 // from main), for owners that are never destroyed (the process-wide
 // pools); Forget when the owner removed it itself. A killed process leaves
 // its files to the reapers. A fork() child removes nothing of its parent's.
-void UnlinkOwnerFileAtExit(absl::string_view name);
-void ForgetOwnerFileAtExit(absl::string_view name);
+GPUPOOL_EXPORT void UnlinkOwnerFileAtExit(absl::string_view name);
+GPUPOOL_EXPORT void ForgetOwnerFileAtExit(absl::string_view name);
 
 // Calls `visit` with each entry name of the user's directory that starts
 // with `prefix` (the reapers' walk). Nothing when there is no directory.
-void ForEachOwnerFile(absl::string_view prefix,
-                      void (*visit)(const std::string& name, void* arg),
-                      void* arg);
+GPUPOOL_EXPORT void ForEachOwnerFile(absl::string_view prefix,
+                                     void (*visit)(const std::string& name,
+                                                   void* arg),
+                                     void* arg);
 
 }  // namespace gpupool::internal
 
