@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "src/allocation/block.h"
 #include "src/allocation/cache_core.h"
+#include "src/allocation/cache_report.h"
 #include "src/allocation/size_classes.h"
 #include "src/lifetime/process_state.h"
 
@@ -123,24 +124,24 @@ absl::Status AllocationCache::Trim(int device, size_t keep_bytes) {
 absl::Status AllocationCache::Trim() { return core_->TrimAll(); }
 
 AllocationCacheStats AllocationCache::GetStats() const {
-  return core_->GetStats();
+  return CacheStats(*core_);
 }
 
 AllocationCacheStats AllocationCache::GetStats(int device) const {
-  return core_->GetStats(device);
+  return CacheStats(*core_, device);
 }
 
 AllocationCacheStats AllocationCache::GetStats(int device,
                                                MemoryKind kind) const {
-  return core_->GetStats(device, kind);
+  return CacheStats(*core_, device, kind);
 }
 
 std::vector<OutstandingLease> AllocationCache::GetOutstandingLeases() const {
-  return core_->GetOutstandingLeases();
+  return CacheOutstandingLeases(*core_);
 }
 
 std::string AllocationCache::DebugString() const {
-  return core_->DebugString();
+  return CacheDebugString(*core_);
 }
 
 Backend& AllocationCache::backend() const { return core_->backend(); }

@@ -13,6 +13,7 @@
 
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
+#include "src/allocation/oom_chain.h"
 #include "src/allocation/size_classes.h"
 #include "src/lifetime/process_state.h"
 
@@ -243,10 +244,10 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   }
   const size_t rounded = SizeClassBytes(size_class);
   const uint64_t block_generation = generation(device);
-  absl::StatusOr<void*> ptr = RuntimeAllocate(shard, bytes, rounded);
+  absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
   if (!ptr.ok()) return ptr.status();
   block = NewBlock(shard, *ptr, rounded, size_class, block_generation);
-  shard.LeaseNew(block, request, Tally::kMiss);
+  shard.LeaseNew(block, request, CacheCounter::kMiss);
   return MakeLease(block);
 }
 
@@ -254,11 +255,11 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
     AllocationShard& shard, const LeaseRequest& request) {
   const uint64_t block_generation = generation(shard.device());
   absl::StatusOr<void*> ptr =
-      RuntimeAllocate(shard, request.bytes, request.bytes);
+      RuntimeAllocate(*this, shard, request.bytes, request.bytes);
   if (!ptr.ok()) return ptr.status();
   AllocationBlock* block = NewBlock(shard, *ptr, request.bytes,
                                     /*size_class=*/-1, block_generation);
-  shard.LeaseNew(block, request, Tally::kUncached);
+  shard.LeaseNew(block, request, CacheCounter::kUncached);
   return MakeLease(block);
 }
 
@@ -353,7 +354,7 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
 
 void AllocationCacheCore::Settle(AllocationShard& shard, AllocationBlock* block,
                                  BlockState state) {
-  const AllocationShard::TakenBack taken =
+  const AllocationShard::AfterReturn taken =
       shard.TakeBack(block, state, generation(shard.device()));
   delete taken.to_delete;
   if (taken.to_free != nullptr) FreeBlock(shard, taken.to_free).IgnoreError();
@@ -370,58 +371,6 @@ BlockState AllocationCacheCore::ReleaseState(
     return BlockState::kDrop;
   }
   return BlockState::kIdle;
-}
-
-std::optional<BlockState> AllocationCacheCore::FenceKept(
-    AllocationShard& shard, AllocationBlock* block) {
-  BlockState state = ReleaseState(block);
-  if (state != BlockState::kIdle) return state;
-  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
-  if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
-                         (router != nullptr && router->Routing()))) {
-    shard.Reinstate(block);  // HoldIfCapturing takes it out of use
-    std::shared_ptr<void> owner = std::move(block->owner);
-    block->owner.reset();
-    if (HoldIfCapturing(shard, block)) return std::nullopt;
-    block->owner = std::move(owner);
-    shard.TakeOutOfUse(block);
-    if (poisoned(block->device)) return BlockState::kDrop;
-  }
-  state = fence_.RecordReadyEvents(block);
-  block->release_stream = nullptr;  // fenced on its own streams: no hit
-  return state;
-}
-
-void AllocationCacheCore::GiveBack(AllocationBlock* block,
-                                   const std::vector<NativeStream>& streams) {
-  AllocationShard& shard = Shard(block->device, block->kind);
-  block->owner.reset();
-  block->uses.assign(streams.begin(), streams.end());
-  shard.Reinstate(block);
-  BlockState state = ReleaseState(block);
-  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
-  if (state == BlockState::kIdle &&
-      ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
-                         (router != nullptr && router->Routing()))) {
-    // A ready event recorded on a capturing stream would be captured: held
-    // (or adopted) as any release there, with the events it holds.
-    if (HoldIfCapturing(shard, block)) return;
-    if (poisoned(block->device)) state = BlockState::kDrop;
-  }
-  if (state == BlockState::kIdle) {
-    // RecordReadyEvents re-records a block's events: keep the FenceKept ones
-    // aside so that the new ones add to them.
-    absl::InlinedVector<PooledEvent, 1> kept = std::move(block->events);
-    block->events.clear();
-    state = fence_.RecordReadyEvents(block);
-    if ((state == BlockState::kIdle || state == BlockState::kPending) &&
-        !kept.empty()) {
-      for (PooledEvent& event : kept) block->events.push_back(std::move(event));
-      block->release_stream = nullptr;  // pending on more than one stream
-      state = BlockState::kPending;
-    }
-  }
-  Settle(shard, block, state);
 }
 
 bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
@@ -468,6 +417,30 @@ bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
     return true;
   }
   return false;
+}
+
+absl::Status AllocationCacheCore::AllocationFailed(AllocationShard& shard,
+                                                   absl::Status status) {
+  if (FaultOf(status) == Fault::kDevice) {
+    device_health().Poison(shard.device(), status);
+    status = lifetime_.PoisonedError(shard.device());
+  }
+  shard.Count(CacheCounter::kFailedAllocation);
+  return status;
+}
+
+void AllocationCacheCore::AddCaptureStats(int device,
+                                          AllocationCacheStats* stats) const {
+  if (const CaptureRouter* router =
+          capture_router_.load(std::memory_order_acquire)) {
+    router->AddStats(device, stats);
+  }
+  MutexLock lock(&held_mu_);
+  for (const AllocationBlock* block : held_for_captures_) {
+    if (device >= 0 && block->device != device) continue;
+    ++stats->blocks_held_for_captures;
+    stats->bytes_held_for_captures += static_cast<int64_t>(block->size);
+  }
 }
 
 }  // namespace gpupool::internal

@@ -1,9 +1,11 @@
 // AllocationCacheCore: the allocation cache behind the public AllocationCache
 // and its PooledAllocation leases (the file map: src/allocation/README.md).
-// The features over it reach it only through the two hooks of hooks.h,
-// which they install, and the room services below; it includes none of
-// them. Every runtime call is made with
-// no shard lock held.
+// Its methods live in cache_core.cc (allocate, return, the hooks) and
+// freeing.cc (trim, free, retire). The units over it use its public services
+// alone: the runtime allocation with its OOM chain (oom_chain.h), stable
+// buffers (stable.h), the report (cache_report.h), and the features, which
+// reach it through the two hooks of hooks.h that they install; it includes
+// none of them. Every runtime call is made with no shard lock held.
 
 #ifndef GPUPOOL_SRC_ALLOCATION_CACHE_CORE_H_
 #define GPUPOOL_SRC_ALLOCATION_CACHE_CORE_H_
@@ -101,7 +103,6 @@ class AllocationCacheCore
   }
   const AllocationCacheOptions& options() const { return options_; }
 
-  // --- cache_core.cc ---
   absl::StatusOr<PooledAllocation> Allocate(int device, size_t bytes,
                                             MemoryKind kind,
                                             NativeStream stream,
@@ -109,12 +110,6 @@ class AllocationCacheCore
   // Takes back the block of a released lease.
   void Return(AllocationBlock* block);
 
-  // --- stable.cc ---
-  absl::StatusOr<void*> AcquireStable(absl::string_view name, int device,
-                                      size_t bytes);
-  absl::Status ReleaseStable(absl::string_view name, int device);
-
-  // --- freeing.cc ---
   absl::Status Trim(int device, size_t keep_bytes);
   absl::Status TrimAll();
   // Frees every cached, retiring and stable block while the runtime is
@@ -125,14 +120,7 @@ class AllocationCacheCore
   // right after makes every later release leak.
   void DrainForExit();
 
-  // --- cache_report.cc ---
-  AllocationCacheStats GetStats() const;
-  AllocationCacheStats GetStats(int device) const;
-  AllocationCacheStats GetStats(int device, MemoryKind kind) const;
-  std::vector<OutstandingLease> GetOutstandingLeases() const;
-  std::string DebugString() const;
-
-  // --- Room services: for the features over the cache (hooks.h) ---
+  // --- Services for the units and features over the core ---
   // The router (or gate) installed in this cache, installing `make()`'s
   // result first if there is none. Installed once, kept for the core's life.
   CaptureRouter& InstallCaptureRouter(
@@ -160,9 +148,34 @@ class AllocationCacheCore
   AllocationShard& Shard(int device, MemoryKind kind) const {
     return *shards_[ShardIndex(device, kind)];
   }
-  // Backend::Allocate with the OOM chain (oom_chain.cc).
-  absl::StatusOr<void*> RuntimeAllocate(AllocationShard& shard,
-                                        size_t requested, size_t bytes);
+  bool poisoned(int device) const {
+    return device_health().is_poisoned(device);
+  }
+  // Every shard, indexed by (device, kind); fixed after construction.
+  const std::vector<std::unique_ptr<AllocationShard>>& shards() const {
+    return shards_;
+  }
+  // The installed hooks, or null.
+  const CaptureRouter* capture_router() const {
+    return capture_router_.load(std::memory_order_acquire);
+  }
+  const FreeGate* free_gate() const {
+    return free_gate_.load(std::memory_order_acquire);
+  }
+  // The capture router's gauges and the held blocks' of `device` (-1: all).
+  void AddCaptureStats(int device, AllocationCacheStats* stats) const;
+  // Counts a failed allocation; a sticky device error poisons the device and
+  // turns into FailedPrecondition naming it.
+  absl::Status AllocationFailed(AllocationShard& shard, absl::Status status);
+  // Frees every cached and retiring block of `shard` (the OOM chain's
+  // step): the bytes freed, waiting for pending work first.
+  size_t ReleaseAllCached(AllocationShard& shard);
+  // Deletes host records (returning their events to the EventPool). Must be
+  // called without our locks: the EventPool takes its own.
+  static void DeleteBlocks(const BlockVector& blocks);
+  // Frees a stable buffer's memory, unless the free gate keeps it (then
+  // FreeReleasedByGate frees it later).
+  absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);
   AllocationBlock* NewBlock(const AllocationShard& shard, void* ptr,
                             size_t size, int size_class, uint64_t generation);
   PooledAllocation MakeLease(AllocationBlock* block);
@@ -173,7 +186,7 @@ class AllocationCacheCore
   void FreeReleasedByGate();
   // A router keeps a released block it took out of use: ready events on
   // every stream it was used on now fence its later give-back. kPending or
-  // kIdle; kDrop / kLeak: the caller must forget it (Departure). nullopt:
+  // kIdle; kDrop / kLeak: the caller must forget it (RetireReason). nullopt:
   // a stream it was used on captures now (an event recorded there would be
   // captured), so the core took it as any release there (held, or adopted
   // by that capture's pool): it is no longer the caller's.
@@ -199,20 +212,13 @@ class AllocationCacheCore
     return static_cast<size_t>(device) * kKindCount + KindIndex(kind);
   }
   DeviceHealth& device_health() const { return lifetime_.device_health(); }
-  bool poisoned(int device) const {
-    return device_health().is_poisoned(device);
-  }
 
-  // --- cache_core.cc ---
   // The state a released block's fence leaves it in, before its events.
   BlockState ReleaseState(const AllocationBlock* block) const;
   // Takes back a released block per `state` (cached, retired or freed).
   void Settle(AllocationShard& shard, AllocationBlock* block, BlockState state);
   // Forgets, without runtime calls, every block of an older generation.
   void DropStale(int device);
-  // Deletes host records (returning their events to the EventPool). Must be
-  // called without our locks: the EventPool takes its own.
-  static void DeleteBlocks(const BlockVector& blocks);
   absl::StatusOr<PooledAllocation> AllocateUncached(
       AllocationShard& shard, const LeaseRequest& request);
   // Checks candidates (taken oldest first) until one is usable on the
@@ -226,23 +232,10 @@ class AllocationCacheCore
   // router's pool, else held out of reuse until the cache frees everything.
   // False when no stream of it captures.
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
+  // --- freeing.cc ---
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);
-  // The capture router's gauges and the held blocks' (cache_report.cc).
-  void AddCaptureStats(int device, AllocationCacheStats* stats) const;
-
-  // --- oom_chain.cc ---
-  // Counts a failed allocation; a sticky device error poisons the device and
-  // turns into FailedPrecondition naming it.
-  absl::Status AllocationFailed(AllocationShard& shard, absl::Status status);
-  absl::Status OutOfMemoryError(AllocationShard& shard, size_t requested,
-                                size_t rounded,
-                                const absl::StatusOr<MemoryInfo>& info,
-                                size_t released, bool retried,
-                                const absl::Status& runtime);
-
-  // --- freeing.cc ---
   // Takes cached blocks of `shard` (largest first) until at least `bytes`
   // are taken, plus the retiring ones, and frees them: those already idle
   // first, then the pending ones after waiting for their events.
@@ -255,18 +248,6 @@ class AllocationCacheCore
   // Retiring blocks wait for their events; check the oldest one now and then.
   void PollRetiring(AllocationShard& shard);
   void CheckRetiring(AllocationShard& shard, AllocationBlock* block);
-
-  // --- freeing.cc ---
-  // Frees a stable buffer's memory, unless the free gate keeps it (then
-  // FreeReleasedByGate frees it later).
-  absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);
-
-  // --- stable.cc ---
-  // Allocates the claimed buffer's new memory, then frees the memory it
-  // replaces.
-  absl::StatusOr<void*> FinishStable(AllocationShard& shard,
-                                     StableBuffer* buffer, size_t bytes,
-                                     size_t capacity);
 
   Backend& backend_;
   const AllocationCacheOptions options_;

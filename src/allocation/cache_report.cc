@@ -1,5 +1,6 @@
-// What the allocation cache tells about itself: stats per (device, kind),
-// per device and in total, the leases still out, and DebugString.
+// The report of cache_report.h: shard stats summed, plus the hooks'.
+
+#include "src/allocation/cache_report.h"
 
 #include <atomic>
 #include <string>
@@ -23,87 +24,75 @@ bool IsKnownKind(MemoryKind kind) {
 
 }  // namespace
 
-AllocationCacheStats AllocationCacheCore::GetStats() const {
+AllocationCacheStats CacheStats(const AllocationCacheCore& core) {
   AllocationCacheStats total;
-  if (Forked()) return total;
-  for (const auto& shard : shards_) total += shard->Stats();
-  AddCaptureStats(/*device=*/-1, &total);
+  if (core.Forked()) return total;
+  for (const auto& shard : core.shards()) total += shard->Stats();
+  core.AddCaptureStats(/*device=*/-1, &total);
   return total;
 }
 
-AllocationCacheStats AllocationCacheCore::GetStats(int device) const {
+AllocationCacheStats CacheStats(const AllocationCacheCore& core, int device) {
   AllocationCacheStats total;
-  if (Forked() || !lifetime_.InRange(device)) return total;
-  total += Shard(device, MemoryKind::kDevice).Stats();
-  total += Shard(device, MemoryKind::kPinnedHost).Stats();
-  AddCaptureStats(device, &total);
+  if (core.Forked() || !core.lifetime().InRange(device)) return total;
+  total += core.Shard(device, MemoryKind::kDevice).Stats();
+  total += core.Shard(device, MemoryKind::kPinnedHost).Stats();
+  core.AddCaptureStats(device, &total);
   return total;
 }
 
-AllocationCacheStats AllocationCacheCore::GetStats(int device,
-                                                   MemoryKind kind) const {
-  if (Forked() || !lifetime_.InRange(device) || !IsKnownKind(kind)) return {};
-  AllocationCacheStats stats = Shard(device, kind).Stats();
-  if (kind == MemoryKind::kDevice) AddCaptureStats(device, &stats);
+AllocationCacheStats CacheStats(const AllocationCacheCore& core, int device,
+                                MemoryKind kind) {
+  if (core.Forked() || !core.lifetime().InRange(device) || !IsKnownKind(kind))
+    return {};
+  AllocationCacheStats stats = core.Shard(device, kind).Stats();
+  if (kind == MemoryKind::kDevice) core.AddCaptureStats(device, &stats);
   return stats;
 }
 
-std::vector<OutstandingLease> AllocationCacheCore::GetOutstandingLeases()
-    const {
+std::vector<OutstandingLease> CacheOutstandingLeases(
+    const AllocationCacheCore& core) {
   std::vector<OutstandingLease> out;
-  if (Forked()) return out;
-  for (const auto& shard : shards_) shard->AppendOutstanding(&out);
-  if (const FreeGate* gate = free_gate_.load(std::memory_order_acquire)) {
+  if (core.Forked()) return out;
+  for (const auto& shard : core.shards()) shard->AppendOutstanding(&out);
+  if (const FreeGate* gate = core.free_gate()) {
     gate->AppendOutstanding(&out);
   }
   return out;
 }
 
-std::string AllocationCacheCore::DebugString() const {
+std::string CacheDebugString(const AllocationCacheCore& core) {
   std::string out = absl::StrFormat(
       "allocation cache over %s (%d devices, max_cached_bytes=%s, "
       "max_cached_block_bytes=%d, cross_stream=%s)",
-      std::string(backend_.name()), lifetime_.device_count(),
-      options_.max_cached_bytes == static_cast<size_t>(-1)
+      std::string(core.backend().name()), core.lifetime().device_count(),
+      core.options().max_cached_bytes == static_cast<size_t>(-1)
           ? std::string("unbounded")
-          : absl::StrCat(options_.max_cached_bytes),
-      options_.max_cached_block_bytes, PolicyName(options_.cross_stream));
-  if (Forked()) return absl::StrCat(out, " [forked: unusable]");
-  if (!lifetime_.device_count_status().ok()) {
+          : absl::StrCat(core.options().max_cached_bytes),
+      core.options().max_cached_block_bytes,
+      PolicyName(core.options().cross_stream));
+  if (core.Forked()) return absl::StrCat(out, " [forked: unusable]");
+  if (!core.lifetime().device_count_status().ok()) {
     absl::StrAppend(&out, " [",
-                    lifetime_.device_count_status().ToString(
+                    core.lifetime().device_count_status().ToString(
                         absl::StatusToStringMode::kWithNoExtraData),
                     "]");
   }
-  absl::StrAppend(&out, "\n  total: ", GetStats().ToString());
-  for (const auto& shard : shards_) {
+  absl::StrAppend(&out, "\n  total: ", CacheStats(core).ToString());
+  for (const auto& shard : core.shards()) {
     const AllocationCacheStats stats = shard->Stats();
     if (stats.runtime_allocations == 0 && stats.failed_allocations == 0) {
       continue;
     }
-    absl::StrAppend(
-        &out, "\n  dev", shard->device(), " ", MemoryKindName(shard->kind()),
-        poisoned(shard->device()) ? " POISONED" : "", ": ", stats.ToString());
+    absl::StrAppend(&out, "\n  dev", shard->device(), " ",
+                    MemoryKindName(shard->kind()),
+                    core.poisoned(shard->device()) ? " POISONED" : "", ": ",
+                    stats.ToString());
   }
-  if (const CaptureRouter* router =
-          capture_router_.load(std::memory_order_acquire)) {
+  if (const CaptureRouter* router = core.capture_router()) {
     absl::StrAppend(&out, router->DebugString());
   }
   return out;
-}
-
-void AllocationCacheCore::AddCaptureStats(int device,
-                                          AllocationCacheStats* stats) const {
-  if (const CaptureRouter* router =
-          capture_router_.load(std::memory_order_acquire)) {
-    router->AddStats(device, stats);
-  }
-  MutexLock lock(&held_mu_);
-  for (const AllocationBlock* block : held_for_captures_) {
-    if (device >= 0 && block->device != device) continue;
-    ++stats->blocks_held_for_captures;
-    stats->bytes_held_for_captures += static_cast<int64_t>(block->size);
-  }
 }
 
 }  // namespace gpupool::internal

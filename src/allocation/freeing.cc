@@ -1,12 +1,16 @@
 // Freeing and retiring in the allocation cache: Trim, the exit drain and
 // close, and the one path by which a block leaves the cache — freed through
 // the runtime once provably idle, or retired (dropped / leaked) without a
-// call. Memory the GPU may still touch is never freed.
+// call. Memory the GPU may still touch is never freed. Also the fence and
+// give-back of blocks a capture router kept (FenceKept, GiveBack).
 
 #include <atomic>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
+#include "absl/container/inlined_vector.h"
 #include "src/allocation/cache_core.h"
 #include "src/lifetime/process_state.h"
 
@@ -115,7 +119,7 @@ void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
       FreeBlock(shard, block).IgnoreError();
     } else {
       block->events.clear();
-      shard.Retire(Departure::kLeaked);
+      shard.Retire(RetireReason::kLeaked);
       delete block;
     }
   }
@@ -124,6 +128,11 @@ void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
 void AllocationCacheCore::DrainForExit() {
   if (Forked()) return;
   FreeEverything(/*close=*/false, /*call_runtime=*/true);
+}
+
+size_t AllocationCacheCore::ReleaseAllCached(AllocationShard& shard) {
+  return ReleaseCached(shard, static_cast<size_t>(-1), /*with_retiring=*/true)
+      .bytes;
 }
 
 AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
@@ -170,8 +179,8 @@ absl::Status AllocationCacheCore::Dispose(AllocationShard& shard,
                                           AllocationBlock* block,
                                           BlockState state) {
   if (state == BlockState::kIdle) return FreeBlock(shard, block);
-  shard.Retire(state == BlockState::kDrop ? Departure::kDropped
-                                          : Departure::kLeaked);
+  shard.Retire(state == BlockState::kDrop ? RetireReason::kDropped
+                                          : RetireReason::kLeaked);
   delete block;
   return absl::OkStatus();
 }
@@ -181,7 +190,7 @@ absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
   absl::Status status;
   if (poisoned(block->device) ||
       block->generation != generation(block->device)) {
-    shard.Retire(Departure::kDropped);
+    shard.Retire(RetireReason::kDropped);
   } else {
     status = FreeRaw(shard, block->ptr);
   }
@@ -191,14 +200,14 @@ absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
 
 absl::Status AllocationCacheCore::FreeRaw(AllocationShard& shard, void* ptr) {
   if (poisoned(shard.device())) {
-    shard.Retire(Departure::kDropped);
+    shard.Retire(RetireReason::kDropped);
     return absl::OkStatus();
   }
   absl::Status status = backend_.Free(shard.device(), ptr, shard.kind());
   if (FaultOf(status) == Fault::kDevice) {
     device_health().Poison(shard.device(), status);
   }
-  shard.Retire(Departure::kDestroyed);
+  shard.Retire(RetireReason::kDestroyed);
   return status;
 }
 
@@ -222,6 +231,58 @@ void AllocationCacheCore::CheckRetiring(AllocationShard& shard,
     return;
   }
   Dispose(shard, block, state).IgnoreError();
+}
+
+std::optional<BlockState> AllocationCacheCore::FenceKept(
+    AllocationShard& shard, AllocationBlock* block) {
+  BlockState state = ReleaseState(block);
+  if (state != BlockState::kIdle) return state;
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
+                         (router != nullptr && router->Routing()))) {
+    shard.Reinstate(block);  // HoldIfCapturing takes it out of use
+    std::shared_ptr<void> owner = std::move(block->owner);
+    block->owner.reset();
+    if (HoldIfCapturing(shard, block)) return std::nullopt;
+    block->owner = std::move(owner);
+    shard.TakeOutOfUse(block);
+    if (poisoned(block->device)) return BlockState::kDrop;
+  }
+  state = fence_.RecordReadyEvents(block);
+  block->release_stream = nullptr;  // fenced on its own streams: no hit
+  return state;
+}
+
+void AllocationCacheCore::GiveBack(AllocationBlock* block,
+                                   const std::vector<NativeStream>& streams) {
+  AllocationShard& shard = Shard(block->device, block->kind);
+  block->owner.reset();
+  block->uses.assign(streams.begin(), streams.end());
+  shard.Reinstate(block);
+  BlockState state = ReleaseState(block);
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (state == BlockState::kIdle &&
+      ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
+                         (router != nullptr && router->Routing()))) {
+    // A ready event recorded on a capturing stream would be captured: held
+    // (or adopted) as any release there, with the events it holds.
+    if (HoldIfCapturing(shard, block)) return;
+    if (poisoned(block->device)) state = BlockState::kDrop;
+  }
+  if (state == BlockState::kIdle) {
+    // RecordReadyEvents re-records a block's events: keep the FenceKept ones
+    // aside so that the new ones add to them.
+    absl::InlinedVector<PooledEvent, 1> kept = std::move(block->events);
+    block->events.clear();
+    state = fence_.RecordReadyEvents(block);
+    if ((state == BlockState::kIdle || state == BlockState::kPending) &&
+        !kept.empty()) {
+      for (PooledEvent& event : kept) block->events.push_back(std::move(event));
+      block->release_stream = nullptr;  // pending on more than one stream
+      state = BlockState::kPending;
+    }
+  }
+  Settle(shard, block, state);
 }
 
 }  // namespace gpupool::internal

@@ -59,6 +59,9 @@ class CaptureRouter {
   virtual void AddStats(int device, AllocationCacheStats* stats) const = 0;
   // One line per pool, each starting with "\n  ".
   virtual std::string DebugString() const = 0;
+  // What the pools keep out of reuse on `device`, in words for an
+  // out-of-memory message (e.g. "in graph pools 8388608 bytes").
+  virtual std::string DescribeHeld(int device) const = 0;
 };
 
 class FreeGate {

@@ -80,8 +80,8 @@ AllocationBlock* AllocationShard::SettleCandidates(
     ++dropped_count;
     chosen = nullptr;
   }
-  care_.Retire(Departure::kDropped, dropped_count);
-  care_.Retire(Departure::kLeaked, static_cast<int64_t>(leaked.size()));
+  care_.Retire(RetireReason::kDropped, dropped_count);
+  care_.Retire(RetireReason::kLeaked, static_cast<int64_t>(leaked.size()));
   if (chosen != nullptr) {
     ++stats_.hits;
     if (waited) ++stats_.cross_stream_waits;
@@ -91,9 +91,11 @@ AllocationBlock* AllocationShard::SettleCandidates(
 }
 
 void AllocationShard::LeaseNew(AllocationBlock* block,
-                               const LeaseRequest& request, Tally tally) {
+                               const LeaseRequest& request,
+                               CacheCounter tally) {
   MutexLock lock(&mu_);
-  ++(tally == Tally::kUncached ? stats_.uncached_allocations : stats_.misses);
+  ++(tally == CacheCounter::kUncached ? stats_.uncached_allocations
+                                      : stats_.misses);
   LeaseLocked(block, request);
 }
 
@@ -150,10 +152,10 @@ void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
 
 // --- Release -----------------------------------------------------------------
 
-AllocationShard::TakenBack AllocationShard::TakeBack(AllocationBlock* block,
-                                                     BlockState state,
-                                                     uint64_t generation) {
-  TakenBack taken;
+AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
+                                                       BlockState state,
+                                                       uint64_t generation) {
+  AfterReturn taken;
   MutexLock lock(&mu_);
   RemoveInUseLocked(block);
   const bool keep = state == BlockState::kIdle || state == BlockState::kPending;
@@ -163,8 +165,8 @@ AllocationShard::TakenBack AllocationShard::TakeBack(AllocationBlock* block,
     state = BlockState::kDrop;  // poisoned while we recorded
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
-    care_.Retire(state == BlockState::kDrop ? Departure::kDropped
-                                            : Departure::kLeaked);
+    care_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
+                                            : RetireReason::kLeaked);
     taken.to_delete = block;
     return taken;
   }
@@ -356,7 +358,7 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
     stable->push_back(TakeStableLocked(buffer.get()));
   }
   if (leak) {
-    care_.Retire(Departure::kLeaked,
+    care_.Retire(RetireReason::kLeaked,
                  static_cast<int64_t>(blocks->size() - first_block +
                                       stable->size() - first_stable));
   }
@@ -409,24 +411,24 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
       ++dropped;
     }
   }
-  care_.Retire(Departure::kDropped, dropped);
+  care_.Retire(RetireReason::kDropped, dropped);
 }
 
 // --- Counting ----------------------------------------------------------------
 
-void AllocationShard::Count(Tally tally) {
+void AllocationShard::Count(CacheCounter tally) {
   MutexLock lock(&mu_);
   switch (tally) {
-    case Tally::kMiss:
+    case CacheCounter::kMiss:
       ++stats_.misses;
       break;
-    case Tally::kUncached:
+    case CacheCounter::kUncached:
       ++stats_.uncached_allocations;
       break;
-    case Tally::kOomRetry:
+    case CacheCounter::kOomRetry:
       ++stats_.oom_retries;
       break;
-    case Tally::kFailedAllocation:
+    case CacheCounter::kFailedAllocation:
       ++stats_.failed_allocations;
       break;
   }
@@ -437,7 +439,7 @@ void AllocationShard::Admit() {
   care_.Admit();
 }
 
-void AllocationShard::Retire(Departure how, int64_t count) {
+void AllocationShard::Retire(RetireReason how, int64_t count) {
   MutexLock lock(&mu_);
   care_.Retire(how, count);
 }
@@ -446,9 +448,9 @@ AllocationCacheStats AllocationShard::Stats() const {
   MutexLock lock(&mu_);
   AllocationCacheStats stats = stats_;
   stats.runtime_allocations = care_.admitted();
-  stats.runtime_frees = care_.departed(Departure::kDestroyed);
-  stats.blocks_dropped = care_.departed(Departure::kDropped);
-  stats.blocks_leaked = care_.departed(Departure::kLeaked);
+  stats.runtime_frees = care_.departed(RetireReason::kDestroyed);
+  stats.blocks_dropped = care_.departed(RetireReason::kDropped);
+  stats.blocks_leaked = care_.departed(RetireReason::kLeaked);
   return stats;
 }
 

@@ -36,7 +36,7 @@
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
 #include "src/lifetime/cache_line_allocator.h"
-#include "src/lifetime/handle_care.h"
+#include "src/lifetime/handle_ledger.h"
 #include "src/lifetime/lease_ids.h"
 #include "src/lifetime/mutex.h"
 
@@ -53,7 +53,7 @@ struct LeaseRequest {
 
 // Counters bumped by the cache's policy (gauges and departures are kept by
 // the shard's own methods).
-enum class Tally {
+enum class CacheCounter {
   kMiss,
   kUncached,
   kOomRetry,
@@ -109,7 +109,7 @@ class alignas(kCacheLine) AllocationShard {
   // Leases a block just allocated from the runtime (`tally`: a miss or an
   // uncached allocation).
   void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
-                Tally tally);
+                CacheCounter tally);
 
   // --- Blocks kept outside the cached lists (held, or a capture router's) --
   // Leases a kept block (a hit when `hit`; else the keeper hands it back to
@@ -123,7 +123,7 @@ class alignas(kCacheLine) AllocationShard {
   void Reinstate(AllocationBlock* block);
 
   // --- Release --------------------------------------------------------------
-  struct TakenBack {
+  struct AfterReturn {
     AllocationBlock* to_free = nullptr;    // idle and not cached: free it
     AllocationBlock* to_poll = nullptr;    // oldest retiring block to check
     AllocationBlock* to_delete = nullptr;  // retired (dropped or leaked)
@@ -132,8 +132,8 @@ class alignas(kCacheLine) AllocationShard {
   // `state`: cached within the cap, else retired until its events complete,
   // else handed back to free. Dropped when its generation is no longer
   // `generation`, leaked once the shard is closed.
-  TakenBack TakeBack(AllocationBlock* block, BlockState state,
-                     uint64_t generation);
+  AfterReturn TakeBack(AllocationBlock* block, BlockState state,
+                       uint64_t generation);
 
   // --- Freeing --------------------------------------------------------------
   // Takes cached blocks, largest class first (ready before pending within a
@@ -175,11 +175,11 @@ class alignas(kCacheLine) AllocationShard {
                    BlockVector* stale);
 
   // --- Counting -------------------------------------------------------------
-  void Count(Tally tally);
+  void Count(CacheCounter tally);
   // A runtime allocation succeeded: one more block in the shard's care.
   void Admit();
   // The single retire path: `count` handles left the shard's care.
-  void Retire(Departure how, int64_t count = 1);
+  void Retire(RetireReason how, int64_t count = 1);
 
   AllocationCacheStats Stats() const;
   void AppendOutstanding(std::vector<OutstandingLease>* out) const;
@@ -240,7 +240,7 @@ class alignas(kCacheLine) AllocationShard {
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Gauges and policy counters; the departure counters come from care_.
   AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);
-  HandleCare care_ ABSL_GUARDED_BY(mu_);
+  HandleLedger care_ ABSL_GUARDED_BY(mu_);
   // Set when the cache is destroyed: later releases leak.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters

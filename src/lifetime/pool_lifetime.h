@@ -3,7 +3,7 @@
 // through (fork: the child touches nothing and leaks; exit: idle handles are
 // drained while the runtime is alive, later releases leak), and the checks
 // each entry point makes before touching a shard, with one set of messages.
-// Together with fault_reaction.h (one fault -> reaction table), handle_care.h
+// Together with fault_reaction.h (one fault -> reaction table), handle_ledger.h
 // (one count of handles in a shard's care, one retire path) and
 // gpupool/internal/lease.h (one lease type) it is the plumbing a pool does
 // not rebuild.

@@ -5,8 +5,8 @@
 //   src/pools/keyed_shard_state.h   the shard's lists, counts and decisions
 //                                   under its lock (no runtime call);
 //   src/pools/lease_sites.h         the leases out: ids, sites, peak;
-//   src/lifetime/handle_care.h        handles in a shard's care, one retire path;
-//   src/lifetime/fault_reaction.h     the one fault -> reaction table;
+//   src/lifetime/handle_ledger.h        handles in a shard's care, one retire
+//   path; src/lifetime/fault_reaction.h     the one fault -> reaction table;
 //   src/pools/keyed_prewarm.h       the background prewarm worker.
 // Every lock is a shard's or a device slot's own (src/lifetime/mutex.h, a
 // std::mutex), never a process-wide one: no lock is global on the hot path.
@@ -241,8 +241,8 @@ class KeyedPool {
   DeviceHealth& health_ref() const { return lifetime_.device_health(); }
 
   // The shard for (device, config) after the checks every entry point makes
-  // (the lifetime layer's, src/lifetime/pool_lifetime.h; a poisoned device's handles are
-  // forgotten first).
+  // (the lifetime layer's, src/lifetime/pool_lifetime.h; a poisoned device's
+  // handles are forgotten first).
   absl::StatusOr<Shard*> UsableShard(int device, const Config& config) {
     if (ABSL_PREDICT_FALSE(!lifetime_.EntryIsClear(device))) {
       absl::Status entry =

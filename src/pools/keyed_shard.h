@@ -1,8 +1,8 @@
 // One shard of a keyed pool (src/pools/keyed_pool.h): the handles of one
 // (device, config) — an idle LIFO, a draining list (returned with work still
 // pending), the leases out (src/pools/lease_sites.h) and the count of handles
-// in its care (src/lifetime/handle_care.h) — under its own Mutex. The runtime is
-// never called while that lock is held: every create, query and destroy runs
+// in its care (src/lifetime/handle_ledger.h) — under its own Mutex. The runtime
+// is never called while that lock is held: every create, query and destroy runs
 // with it released, capacity reserved beforehand so that bounds hold.
 //
 // A shard outlives its pool while leases are out: it counts them under its
@@ -42,7 +42,7 @@
 #include "gpupool/source_location.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/fault_reaction.h"
-#include "src/lifetime/handle_care.h"
+#include "src/lifetime/handle_ledger.h"
 #include "src/lifetime/mutex.h"
 #include "src/lifetime/process_state.h"
 #include "src/lifetime/return_announcements.h"
@@ -97,11 +97,11 @@ class alignas(kCacheLine) KeyedShard final
         DropStale();
         return health_->CheckHealthy(device_);
       }
-      Pick pick;
+      AcquireChoice pick;
       {
         MutexLock lock(&mu_);
         if (closed_) return ClosedError();
-        pick = PickLocked(where, &drain_checks);
+        pick = ChooseForAcquireLocked(where, &drain_checks);
         if (pick.source == kWait) {
           if (deadline == absl::InfiniteFuture()) {
             deadline = absl::Now() + timeout;
@@ -126,7 +126,7 @@ class alignas(kCacheLine) KeyedShard final
         if (pick.entry.generation != health_->generation(device_)) {
           // Poisoned or recovered while we validated: never hand it out.
           UndoReservationLocked(pick.ticket);
-          RetireLocked(Departure::kDropped);
+          RetireLocked(RetireReason::kDropped);
           continue;
         }
         leases_.Confirm(pick.ticket);
@@ -211,14 +211,14 @@ class alignas(kCacheLine) KeyedShard final
     // the rest of the batch must be dropped without a call.
     for (const Entry& entry : idle) {
       if (!Current(entry)) {
-        Retire(Departure::kDropped);
+        Retire(RetireReason::kDropped);
       } else {
         Destroy(entry.handle, /*faulty=*/false);
       }
     }
     for (const Entry& entry : draining) {
       if (!Current(entry)) {
-        Retire(Departure::kDropped);
+        Retire(RetireReason::kDropped);
         continue;
       }
       absl::Status query = Kind::Query(*backend_, device_, entry.handle);
@@ -256,7 +256,7 @@ class alignas(kCacheLine) KeyedShard final
       if (call_runtime && Current(entry)) {
         Destroy(entry.handle, /*faulty=*/false);
       } else {
-        Retire(call_runtime ? Departure::kDropped : Departure::kLeaked);
+        Retire(call_runtime ? RetireReason::kDropped : RetireReason::kLeaked);
       }
     }
     if (leases_out) {
@@ -275,7 +275,7 @@ class alignas(kCacheLine) KeyedShard final
  private:
   // Queries a reserved handle; false (reservation undone, the handle back in
   // the draining list or disposed of) when it cannot go out.
-  bool Validated(const Pick& pick) {
+  bool Validated(const AcquireChoice& pick) {
     absl::Status query = Kind::Query(*backend_, device_, pick.entry.handle);
     if (query.ok()) return true;
     {
@@ -383,10 +383,10 @@ class alignas(kCacheLine) KeyedShard final
         return;
       case Reaction::kPoison:
         health_->Poison(device_, check.status);
-        Retire(Departure::kDropped);
+        Retire(RetireReason::kDropped);
         return;
       case Reaction::kLeak:
-        Retire(Departure::kLeaked);
+        Retire(RetireReason::kLeaked);
         return;
     }
   }
@@ -417,7 +417,7 @@ class alignas(kCacheLine) KeyedShard final
     const absl::Duration latency = absl::Now() - start;
     if (FaultOf(status) == Fault::kDevice) health_->Poison(device_, status);
     MutexLock lock(&mu_);
-    RetireLocked(Departure::kDestroyed, 1, faulty);
+    RetireLocked(RetireReason::kDestroyed, 1, faulty);
     stats_.destroy_latency.Record(latency);
   }
 

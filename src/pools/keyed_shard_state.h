@@ -1,6 +1,6 @@
 // The locked state of one keyed-pool shard (src/pools/keyed_shard.h): its
 // idle and draining lists, the count of handles in its care and their single
-// retire path (src/lifetime/handle_care.h), the leases out
+// retire path (src/lifetime/handle_ledger.h), the leases out
 // (src/pools/lease_sites.h), counters, and the decisions made under its lock.
 // No runtime call is made here: KeyedShard makes them with the lock released.
 
@@ -27,7 +27,7 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/source_location.h"
 #include "src/lifetime/cache_line_allocator.h"
-#include "src/lifetime/handle_care.h"
+#include "src/lifetime/handle_ledger.h"
 #include "src/lifetime/mutex.h"
 #include "src/lifetime/process_state.h"
 #include "src/lifetime/stale_handles.h"
@@ -53,9 +53,9 @@ class ShardState {
   PoolStats Stats() const {
     MutexLock lock(&mu_);
     PoolStats stats = stats_;
-    stats.destroyed = care_.departed(Departure::kDestroyed);
-    stats.dropped = care_.departed(Departure::kDropped);
-    stats.leaked = care_.departed(Departure::kLeaked);
+    stats.destroyed = care_.departed(RetireReason::kDestroyed);
+    stats.dropped = care_.departed(RetireReason::kDropped);
+    stats.leaked = care_.departed(RetireReason::kLeaked);
     stats.peak_in_use = leases_.peak();
     stats.in_use = leases_.in_use();
     const uint64_t generation = health_->generation(device_);
@@ -93,7 +93,7 @@ class ShardState {
   using DrainList = std::deque<Entry, CacheLineAllocator<Entry>>;
   enum Source { kIdle, kDrained, kCreate, kWait };
   // What one round of Acquire found under the lock.
-  struct Pick {
+  struct AcquireChoice {
     Source source = kWait;
     Entry entry;                // kIdle, kDrained
     LeaseSites::Ticket ticket;  // kIdle, kDrained: reserved
@@ -103,9 +103,9 @@ class ShardState {
   // The next handle for Acquire: an idle one (its lease counted in the same
   // critical section: one lock per hit), a drained one to validate, a slot
   // to create in, or nothing (wait).
-  Pick PickLocked(SourceLocation where, int* drain_checks)
+  AcquireChoice ChooseForAcquireLocked(SourceLocation where, int* drain_checks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Pick pick;
+    AcquireChoice pick;
     pick.generation = CurrentGenerationLocked();
     if (!idle_.empty()) {
       pick.source = kIdle;
@@ -169,7 +169,7 @@ class ShardState {
     const uint64_t generation = health_->generation(device_);
     if (generation <= seen_generation_) return seen_generation_;
     seen_generation_ = generation;
-    RetireLocked(Departure::kDropped,
+    RetireLocked(RetireReason::kDropped,
                  EraseOlderGenerations(idle_, generation) +
                      EraseOlderGenerations(draining_, generation));
     return generation;
@@ -233,17 +233,17 @@ class ShardState {
   void ForgetLocked(const LeaseSites::Ticket& ticket)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     leases_.Finish(ticket);
-    RetireLocked(closed_ || ProcessIsExiting() ? Departure::kLeaked
-                                               : Departure::kDropped);
+    RetireLocked(closed_ || ProcessIsExiting() ? RetireReason::kLeaked
+                                               : RetireReason::kDropped);
   }
 
   // The single retire path: handles leave the shard's care only here.
-  void RetireLocked(Departure how, int64_t count = 1, bool faulty = false)
+  void RetireLocked(RetireReason how, int64_t count = 1, bool faulty = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     care_.Retire(how, count);
     if (faulty) stats_.discarded_faulty += count;
   }
-  void Retire(Departure how) {
+  void Retire(RetireReason how) {
     MutexLock lock(&mu_);
     RetireLocked(how);
   }
@@ -257,7 +257,7 @@ class ShardState {
   DrainList draining_ ABSL_GUARDED_BY(mu_);
   // Handles in this shard's care: leased, idle, draining, or in a thread's
   // hands being validated or disposed of.
-  HandleCare care_ ABSL_GUARDED_BY(mu_);
+  HandleLedger care_ ABSL_GUARDED_BY(mu_);
   // Creations in flight: capacity taken under max_live_per_key.
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;
   LeaseSites leases_ ABSL_GUARDED_BY(mu_);

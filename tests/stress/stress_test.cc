@@ -208,21 +208,21 @@ class Worker {
     std::vector<NativeStream> uses;
   };
 
-  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+  int RandomBelow(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
 
   void Step() {
-    switch (Pick(16)) {
+    switch (RandomBelow(16)) {
       case 0:
       case 1:
         return AcquireStream();
       case 2:
       case 3:
-        return ReleaseStream(/*discard=*/Pick(16) == 0);
+        return ReleaseStream(/*discard=*/RandomBelow(16) == 0);
       case 4:
       case 5:
         return AcquireEvent();
       case 6:
-        return ReleaseEvent(/*discard=*/Pick(16) == 0);
+        return ReleaseEvent(/*discard=*/RandomBelow(16) == 0);
       case 7:
       case 8:
       case 9:
@@ -243,9 +243,9 @@ class Worker {
 
   void AcquireStream() {
     if (streams_.size() >= 4) return ReleaseStream(false);
-    const int device = Pick(world_.flags.devices);
+    const int device = RandomBelow(world_.flags.devices);
     absl::StatusOr<PooledStream> lease =
-        world_.streams->Acquire(device, kStreamConfigs[Pick(2)]);
+        world_.streams->Acquire(device, kStreamConfigs[RandomBelow(2)]);
     if (!lease.ok()) {
       world_.refused.fetch_add(1);
       return;
@@ -271,13 +271,13 @@ class Worker {
   void ReleaseStream(bool discard) {
     if (streams_.empty()) return;
     const size_t i =
-        static_cast<size_t>(Pick(static_cast<int>(streams_.size())));
+        static_cast<size_t>(RandomBelow(static_cast<int>(streams_.size())));
     // A stream must outlive the allocations used on it (their release
     // records on it), as with cudaMallocAsync.
     if (StreamInUse(streams_[i].get())) return;
     PooledStream lease = std::move(streams_[i]);
     streams_.erase(streams_.begin() + static_cast<ptrdiff_t>(i));
-    switch (Pick(8)) {  // what users leave behind on a stream
+    switch (RandomBelow(8)) {  // what users leave behind on a stream
       case 0:
         world_.sim.BeginCapture(lease.get());
         break;
@@ -293,9 +293,9 @@ class Worker {
 
   void AcquireEvent() {
     if (events_.size() >= 4) return ReleaseEvent(false);
-    const int device = Pick(world_.flags.devices);
+    const int device = RandomBelow(world_.flags.devices);
     absl::StatusOr<PooledEvent> lease =
-        world_.events->Acquire(device, kEventConfigs[Pick(2)]);
+        world_.events->Acquire(device, kEventConfigs[RandomBelow(2)]);
     if (!lease.ok()) {
       world_.refused.fetch_add(1);
       return;
@@ -307,7 +307,7 @@ class Worker {
     // Record it on one of our streams of its device now and then, so that
     // it comes back pending.
     for (const PooledStream& stream : streams_) {
-      if (stream.device() == device && Pick(2) == 0) {
+      if (stream.device() == device && RandomBelow(2) == 0) {
         (void)world_.sim.RecordEvent(device, lease->get(), stream.get());
         break;
       }
@@ -318,7 +318,7 @@ class Worker {
   void ReleaseEvent(bool discard) {
     if (events_.empty()) return;
     const size_t i =
-        static_cast<size_t>(Pick(static_cast<int>(events_.size())));
+        static_cast<size_t>(RandomBelow(static_cast<int>(events_.size())));
     PooledEvent lease = std::move(events_[i]);
     events_.erase(events_.begin() + static_cast<ptrdiff_t>(i));
     world_.handles.Erase(lease.get());
@@ -334,13 +334,13 @@ class Worker {
 
   void Allocate() {
     if (allocations_.size() >= 6) return ReleaseAllocation();
-    const int device = Pick(world_.flags.devices);
+    const int device = RandomBelow(world_.flags.devices);
     static constexpr size_t kSizes[] = {512,   4096,   5000,
                                         65536, 300000, (size_t{1} << 20) + 7};
-    const size_t bytes = kSizes[Pick(6)] + static_cast<size_t>(Pick(64));
+    const size_t bytes = kSizes[RandomBelow(6)] + static_cast<size_t>(RandomBelow(64));
     const MemoryKind kind =
-        Pick(4) == 0 ? MemoryKind::kPinnedHost : MemoryKind::kDevice;
-    NativeStream stream = Pick(2) == 0 ? StreamOf(device) : nullptr;
+        RandomBelow(4) == 0 ? MemoryKind::kPinnedHost : MemoryKind::kDevice;
+    NativeStream stream = RandomBelow(2) == 0 ? StreamOf(device) : nullptr;
     absl::StatusOr<PooledAllocation> lease =
         world_.cache->Allocate(device, bytes, kind, stream);
     if (!lease.ok()) {
@@ -361,13 +361,13 @@ class Worker {
   void ReleaseAllocation() {
     if (allocations_.empty()) return;
     const size_t i =
-        static_cast<size_t>(Pick(static_cast<int>(allocations_.size())));
+        static_cast<size_t>(RandomBelow(static_cast<int>(allocations_.size())));
     HeldAllocation held = std::move(allocations_[i]);
     allocations_.erase(allocations_.begin() + static_cast<ptrdiff_t>(i));
     // Work on the streams that used it, still running at release.
     for (NativeStream stream : held.uses) {
-      if (Pick(2) == 0) {
-        world_.sim.SubmitWork(stream, absl::Microseconds(Pick(100)));
+      if (RandomBelow(2) == 0) {
+        world_.sim.SubmitWork(stream, absl::Microseconds(RandomBelow(100)));
       }
     }
     world_.ranges.Erase(held.lease.device(), held.lease.kind(),
@@ -378,7 +378,7 @@ class Worker {
   void RecordUse() {
     if (allocations_.empty()) return;
     HeldAllocation& held = allocations_[static_cast<size_t>(
-        Pick(static_cast<int>(allocations_.size())))];
+        RandomBelow(static_cast<int>(allocations_.size())))];
     NativeStream stream = StreamOf(held.lease.device());
     if (stream == nullptr) return;
     held.lease.RecordUse(stream);
@@ -391,14 +391,14 @@ class Worker {
   void Work() {
     if (streams_.empty()) return;
     world_.sim.SubmitWork(
-        streams_[static_cast<size_t>(Pick(static_cast<int>(streams_.size())))]
+        streams_[static_cast<size_t>(RandomBelow(static_cast<int>(streams_.size())))]
             .get(),
-        absl::Microseconds(Pick(200)));
+        absl::Microseconds(RandomBelow(200)));
   }
 
   void Maintenance() {
-    const int device = Pick(world_.flags.devices);
-    switch (Pick(64)) {
+    const int device = RandomBelow(world_.flags.devices);
+    switch (RandomBelow(64)) {
       case 0:
         world_.streams->Trim(device);
         return;
@@ -409,14 +409,14 @@ class Worker {
         world_.cache->Trim(device, size_t{1} << 20).IgnoreError();
         return;
       case 3:
-        (void)world_.streams->Prewarm(device, kStreamConfigs[Pick(2)], 4);
+        (void)world_.streams->Prewarm(device, kStreamConfigs[RandomBelow(2)], 4);
         return;
       case 4:
-        (void)world_.events->Prewarm(device, kEventConfigs[Pick(2)], 4);
+        (void)world_.events->Prewarm(device, kEventConfigs[RandomBelow(2)], 4);
         return;
       case 5:
         (void)gpupool::StableBuffers(*world_.cache)
-            .Acquire(absl::StrCat("stable", Pick(4)), device, 4096u << Pick(4));
+            .Acquire(absl::StrCat("stable", RandomBelow(4)), device, 4096u << RandomBelow(4));
         return;
       default:
         return;
@@ -426,18 +426,18 @@ class Worker {
   // Faults that cost a handle (kResource: destroy it) or run the OOM chain;
   // never one that legitimately leaks, so the final leak check stays exact.
   void InjectFault() {
-    if (Pick(32) != 0) return;
+    if (RandomBelow(32) != 0) return;
     static constexpr SimOp kOps[] = {SimOp::kStreamQuery, SimOp::kStreamCreate,
                                      SimOp::kEventCreate, SimOp::kCaptureStatus,
                                      SimOp::kResetAttributes};
-    if (Pick(4) == 0) {
+    if (RandomBelow(4) == 0) {
       world_.sim.FailNext(
           SimOp::kAllocate,
           FaultError(Fault::kOutOfMemory, absl::StatusCode::kResourceExhausted,
                      "stress: injected out of memory"));
       return;
     }
-    world_.sim.FailNext(kOps[Pick(5)],
+    world_.sim.FailNext(kOps[RandomBelow(5)],
                         FaultError(Fault::kResource, absl::StatusCode::kAborted,
                                    "stress: injected resource fault"));
   }

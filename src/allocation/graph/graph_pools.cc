@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "src/allocation/cache_core.h"
+#include "src/allocation/oom_chain.h"
 #include "src/allocation/size_classes.h"
 
 namespace gpupool::internal {
@@ -186,7 +187,7 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
     }
   }
   for (AllocationBlock* block : stale) {
-    shard.Retire(Departure::kDropped);
+    shard.Retire(RetireReason::kDropped);
     delete block;
   }
   if (reused != nullptr) {
@@ -195,7 +196,7 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
   }
   const size_t rounded = cacheable ? SizeClassBytes(size_class) : request.bytes;
   absl::StatusOr<void*> ptr =
-      core_.RuntimeAllocate(shard, request.bytes, rounded);
+      RuntimeAllocate(core_, shard, request.bytes, rounded);
   if (!ptr.ok()) return ptr.status();
   AllocationBlock* block =
       core_.NewBlock(shard, *ptr, rounded, size_class, current);
@@ -205,7 +206,8 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
     pool->bytes += static_cast<int64_t>(rounded);
   }
   block->owner = std::move(pool);
-  shard.LeaseNew(block, request, cacheable ? Tally::kMiss : Tally::kUncached);
+  shard.LeaseNew(block, request,
+                 cacheable ? CacheCounter::kMiss : CacheCounter::kUncached);
   return core_.MakeLease(block);
 }
 
@@ -213,7 +215,7 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
   shard.TakeOutOfUse(block);
   GraphPoolState& pool = *PoolOf(*block);
   if (core_.Leaking()) {
-    Forget(pool, shard, block, Departure::kLeaked);
+    Forget(pool, shard, block, RetireReason::kLeaked);
     return;
   }
   bool released = false;
@@ -245,8 +247,8 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
     }
     if (*state == BlockState::kDrop || *state == BlockState::kLeak) {
       Forget(pool, shard, block,
-             *state == BlockState::kDrop ? Departure::kDropped
-                                         : Departure::kLeaked);
+             *state == BlockState::kDrop ? RetireReason::kDropped
+                                         : RetireReason::kLeaked);
       return;
     }
     MutexLock lock(&pool.mu);
@@ -270,7 +272,7 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
 }
 
 void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
-                        AllocationBlock* block, Departure how) {
+                        AllocationBlock* block, RetireReason how) {
   {
     MutexLock lock(&pool.mu);
     pool.bytes -= static_cast<int64_t>(block->size);
@@ -370,6 +372,12 @@ void GraphPools::AddStats(int device, AllocationCacheStats* stats) const {
       stats->bytes_in_graph_pools += static_cast<int64_t>(block->size);
     }
   }
+}
+
+std::string GraphPools::DescribeHeld(int device) const {
+  AllocationCacheStats stats;
+  AddStats(device, &stats);
+  return absl::StrCat("in graph pools ", stats.bytes_in_graph_pools, " bytes");
 }
 
 std::string GraphPools::DebugString() const {

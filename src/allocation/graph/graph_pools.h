@@ -21,7 +21,7 @@
 #include "gpupool/backend.h"
 #include "src/allocation/graph/capture_routes.h"
 #include "src/allocation/hooks.h"
-#include "src/lifetime/handle_care.h"
+#include "src/lifetime/handle_ledger.h"
 
 namespace gpupool::internal {
 
@@ -58,6 +58,7 @@ class GraphPools final : public CaptureRouter {
   std::vector<AllocationBlock*> TakeAllUnleased() override;
   void AddStats(int device, AllocationCacheStats* stats) const override;
   std::string DebugString() const override;
+  std::string DescribeHeld(int device) const override;
 
  private:
   // The pool whose open route matches the capture `info` of `stream` (by
@@ -70,7 +71,7 @@ class GraphPools final : public CaptureRouter {
       const LeaseRequest& request);
   // Drops a block of `pool` out of use without a runtime call (`how`).
   void Forget(GraphPoolState& pool, AllocationShard& shard,
-              AllocationBlock* block, Departure how);
+              AllocationBlock* block, RetireReason how);
 
   AllocationCacheCore& core_;
   CaptureRoutes routes_;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "src/allocation/cache_core.h"
+#include "src/allocation/stable.h"
 
 namespace gpupool::internal {
 
@@ -36,7 +37,7 @@ absl::StatusOr<IpcHandle> IpcSharing::Export(absl::string_view name, int device,
   constexpr int kAttempts = 64;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const uint64_t frees_seen = exports_.stable_frees();
-    absl::StatusOr<void*> ptr = core_.AcquireStable(name, device, bytes);
+    absl::StatusOr<void*> ptr = AcquireStable(core_, name, device, bytes);
     if (!ptr.ok()) return ptr.status();
     bool moved = false;
     absl::StatusOr<IpcHandle> handle =
@@ -65,7 +66,7 @@ std::vector<std::pair<int, void*>> IpcSharing::TakeFreeable() {
       // The device was reset while the version waited: its memory went with
       // the reset, so there is nothing to free.
       core_.Shard(version.device, MemoryKind::kDevice)
-          .Retire(Departure::kDropped);
+          .Retire(RetireReason::kDropped);
       continue;
     }
     out.emplace_back(version.device, version.ptr);

@@ -12,6 +12,7 @@
 #include "gpupool/allocation_cache.h"
 #include "src/allocation/cache_core.h"
 #include "src/allocation/ipc/ipc_sharing.h"
+#include "src/allocation/stable.h"
 
 namespace gpupool {
 namespace {
@@ -28,11 +29,11 @@ StableBuffers::StableBuffers(AllocationCache& cache)
 
 absl::StatusOr<void*> StableBuffers::Acquire(std::string_view name, int device,
                                              size_t bytes) {
-  return core_->AcquireStable(View(name), device, bytes);
+  return AcquireStable(*core_, View(name), device, bytes);
 }
 
 absl::Status StableBuffers::Release(std::string_view name, int device) {
-  return core_->ReleaseStable(View(name), device);
+  return ReleaseStable(*core_, View(name), device);
 }
 
 absl::StatusOr<IpcHandle> StableBuffers::Export(std::string_view name,

@@ -3,8 +3,8 @@
 // and how each one left it. Every way out goes through Retire, so a handle
 // can neither leave uncounted nor be counted twice.
 
-#ifndef GPUPOOL_SRC_LIFETIME_HANDLE_CARE_H_
-#define GPUPOOL_SRC_LIFETIME_HANDLE_CARE_H_
+#ifndef GPUPOOL_SRC_LIFETIME_HANDLE_LEDGER_H_
+#define GPUPOOL_SRC_LIFETIME_HANDLE_LEDGER_H_
 
 #include <array>
 #include <cstdint>
@@ -12,7 +12,7 @@
 namespace gpupool::internal {
 
 // How a handle leaves a pool's care.
-enum class Departure {
+enum class RetireReason {
   kDestroyed,  // given back through the runtime (destroy / free call made)
   kDropped,    // forgotten without a call: its device was poisoned or it
                // belongs to an older device generation
@@ -21,22 +21,22 @@ enum class Departure {
 };
 
 // Not synchronised: the owning shard guards it with its own lock.
-class HandleCare {
+class HandleLedger {
  public:
   // A handle the runtime just created enters the pool's care.
   void Admit(int64_t count = 1) { in_care_ += count; }
   // The single retire path.
-  void Retire(Departure how, int64_t count = 1) {
+  void Retire(RetireReason how, int64_t count = 1) {
     in_care_ -= count;
     departed_[static_cast<int>(how)] += count;
   }
 
   int64_t in_care() const { return in_care_; }
   int64_t admitted() const {
-    return in_care_ + departed(Departure::kDestroyed) +
-           departed(Departure::kDropped) + departed(Departure::kLeaked);
+    return in_care_ + departed(RetireReason::kDestroyed) +
+           departed(RetireReason::kDropped) + departed(RetireReason::kLeaked);
   }
-  int64_t departed(Departure how) const {
+  int64_t departed(RetireReason how) const {
     return departed_[static_cast<int>(how)];
   }
 
@@ -47,4 +47,4 @@ class HandleCare {
 
 }  // namespace gpupool::internal
 
-#endif  // GPUPOOL_SRC_LIFETIME_HANDLE_CARE_H_
+#endif  // GPUPOOL_SRC_LIFETIME_HANDLE_LEDGER_H_
