@@ -4,7 +4,7 @@
 // tests/backends/hip/hip_backend_test.cc. Each test runs on device 0 of the
 // real runtime and skips with the runtime's own reason where there is none.
 // What every backend must do is checked by the Backend contract suite
-// (tests/backends/backend_contract_tests.h); the checks here need the runtime's
+// (tests/conformance/backend_contract_tests.h); the checks here need the runtime's
 // own API (host calls to hold a stream busy, captures, the runtime's last error
 // and priorities).
 //

@@ -1,4 +1,4 @@
-// The fault-injection matrix's harness (tests/allocation/fault_matrix_test.cc
+// The fault-injection matrix's harness (tests/conformance/fault_matrix_test.cc
 // runs it; the scenarios live there and in fault_matrix_graph_ipc_test.cc):
 // the fault classes and what each injected fault looks like, the
 // expectations a cell states (caller's status code, handles allowed to leak),

@@ -3,11 +3,11 @@
 // backend must pass it. A test binary instantiates it with the harnesses it
 // can build:
 //
-//   tests/backends/backend_contract_test.cc          SimBackend (three
+//   tests/conformance/backend_contract_test.cc          SimBackend (three
 //   profiles), and
 //                                           cuda/hip on a real device (skip
 //                                           with the runtime's reason without)
-//   tests/backends/backend_contract_fake_runtime_test.cc
+//   tests/conformance/backend_contract_fake_runtime_test.cc
 //                                           the CUDA or HIP backend over the
 //                                           scripted fake runtime, loaded
 //                                           through the real loader

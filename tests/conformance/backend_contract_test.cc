@@ -1,4 +1,4 @@
-// The Backend contract (tests/backends/backend_contract_tests.h) on SimBackend,
+// The Backend contract (tests/conformance/backend_contract_tests.h) on SimBackend,
 // with each of its profiles, and on the CUDA and HIP runtimes when a device is
 // present (skipped with the runtime's own reason otherwise). The fake runtime
 // runs it through the loader in backend_contract_fake_runtime_test.cc.
@@ -13,7 +13,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
-#include "tests/backends/backend_contract_tests.h"
+#include "tests/conformance/backend_contract_tests.h"
 #include "tests/util/test_util.h"
 
 namespace gpupool::testing {

@@ -1,4 +1,4 @@
-// The other process of ipc_test.cc: an AllocationCache over a SimBackend in
+// The other process of stable_buffers_test.cc: an AllocationCache over a SimBackend in
 // the IPC namespace argv[1], driven one command per line on stdin, one answer
 // line per command on stdout. Serialized handles travel as hex.
 //

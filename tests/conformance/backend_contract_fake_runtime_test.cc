@@ -1,4 +1,4 @@
-// The Backend contract (tests/backends/backend_contract_tests.h) on the CUDA
+// The Backend contract (tests/conformance/backend_contract_tests.h) on the CUDA
 // backend (or, built with GPUPOOL_CONTRACT_HIP, the HIP backend) over the
 // scripted fake runtime (tests/fake_runtime), loaded through the real loader
 // from the library GPUPOOL_CUDA_RUNTIME / GPUPOOL_HIP_RUNTIME names. The
@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
 #include "gtest/gtest.h"
-#include "tests/backends/backend_contract_tests.h"
+#include "tests/conformance/backend_contract_tests.h"
 #include "tests/backends/fake_runtime/fake_runtime_state.h"
 
 namespace gpupool::testing {

@@ -14,7 +14,7 @@
 // three ways a mapping is closed (last lease of a superseded version, Trim, the
 // cache's destructor). The runtimes refuse to open a handle of the opening
 // process, so the handles come from another process: ipc_cache_peer (the
-// helper of ipc_test.cc), started once per test binary in this test's IPC
+// helper of stable_buffers_test.cc), started once per test binary in this test's IPC
 // namespace and asked to export a fresh buffer per cell.
 
 #include <cstdio>

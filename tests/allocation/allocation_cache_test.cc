@@ -70,7 +70,7 @@ TEST_F(AllocationCacheSimTest, OutstandingLeasesSayWhereTheyWereAcquired) {
   EXPECT_EQ(leases[0].device, 1);
   EXPECT_EQ(leases[0].lease_id, allocation->lease_id());
   EXPECT_THAT(leases[0].key, HasSubstr("4096"));
-  EXPECT_THAT(leases[0].where.file_name(), HasSubstr("lifetime_test.cc"));
+  EXPECT_THAT(leases[0].where.file_name(), HasSubstr("allocation_cache_test.cc"));
   EXPECT_EQ(static_cast<int>(leases[0].where.line()), line);
   allocation->Release();
   EXPECT_TRUE(cache->GetOutstandingLeases().empty());
