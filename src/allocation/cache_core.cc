@@ -201,8 +201,8 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
       }
     } else {
       // Whether the stream captures for a scope is unknown: a block of the
-      // general cache could end up in a graph that outlives its lease, so
-      // the allocation fails (a sticky error poisons the device).
+      // general cache could be captured into work that replays after its lease,
+      // so the allocation fails (a sticky error poisons the device).
       return AllocationFailed(shard, info.status());
     }
   }
@@ -340,7 +340,7 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
     state = BlockState::kDrop;
   } else if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
                                 (router != nullptr && router->Routing()))) {
-    // Used on a capturing stream: a graph may replay it.
+    // Used on a capturing stream: the captured work may replay it.
     if (HoldIfCapturing(shard, block)) return;
     // The capture query may have met a sticky error.
     state =

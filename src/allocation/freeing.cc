@@ -53,7 +53,7 @@ absl::Status AllocationCacheCore::TrimAll() {
 void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
   if (close) closed_.store(true, std::memory_order_release);
   // Blocks kept for captures too: the cache (or the process) ends, and with
-  // it any graph the user could still replay from them.
+  // it any captured work the user could still replay over them.
   FreeCaptureBlocks(call_runtime);
   for (const auto& shard_ptr : shards_) {
     AllocationShard& shard = *shard_ptr;
@@ -68,8 +68,8 @@ void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
       continue;
     }
     ReleaseBlocks(shard, std::move(blocks));
-    // Memory the free gate keeps (another process maps it) is left to the
-    // OS.
+    // Memory the free gate keeps (still in use outside this cache) is left to
+    // the OS.
     for (void* ptr : stable) FreeStableMemory(shard, ptr).IgnoreError();
   }
   FreeGate* gate = free_gate_.load(std::memory_order_acquire);

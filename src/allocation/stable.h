@@ -17,7 +17,7 @@ namespace gpupool::internal {
 
 // The buffer named `name` on `device`, of at least `bytes`: the same pointer
 // while it fits, else a new one (the old memory is freed, or kept by the
-// free gate while another process maps it).
+// free gate while it is in use outside this cache).
 absl::StatusOr<void*> AcquireStable(AllocationCacheCore& core,
                                     absl::string_view name, int device,
                                     size_t bytes);
