@@ -285,16 +285,20 @@ AllocationBlock* AllocationCacheCore::TakeFromCandidates(
       dropped.push_back(candidate);
       continue;
     }
+    // The chosen block keeps its events as spares for its next release: a
+    // cross-stream reuse makes one query (or one wait) per event and no
+    // EventPool round trip, whose return would query each event again.
+    constexpr auto kKeep = StreamOrderFence::Consumed::kKeepAsSpares;
     BlockState state = BlockState::kPending;
     if (wait_on_stream) {
-      state = fence_.MakeStreamWait(candidate, request.stream);
+      state = fence_.MakeStreamWait(candidate, request.stream, kKeep);
       waited = state == BlockState::kIdle;
     }
     // Fall back to a query only after a plain failure of the wait
     // (kPending): a sticky fault (kDrop) or an unloading runtime (kLeak)
     // must not be followed by another runtime call.
     if (!waited && state == BlockState::kPending) {
-      state = fence_.QueryEvents(candidate);
+      state = fence_.QueryEvents(candidate, kKeep);
     }
     switch (state) {
       case BlockState::kIdle:
@@ -311,8 +315,6 @@ AllocationBlock* AllocationCacheCore::TakeFromCandidates(
         break;
     }
   }
-  // Consumed (waited on or complete): back to the EventPool.
-  if (chosen != nullptr) chosen->events.clear();
   BlockVector garbage;
   chosen =
       shard.SettleCandidates(chosen, waited, keep, dropped, leaked, request,

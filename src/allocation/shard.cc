@@ -80,8 +80,8 @@ AllocationBlock* AllocationShard::SettleCandidates(
     ++dropped_count;
     chosen = nullptr;
   }
-  care_.Retire(RetireReason::kDropped, dropped_count);
-  care_.Retire(RetireReason::kLeaked, static_cast<int64_t>(leaked.size()));
+  ledger_.Retire(RetireReason::kDropped, dropped_count);
+  ledger_.Retire(RetireReason::kLeaked, static_cast<int64_t>(leaked.size()));
   if (chosen != nullptr) {
     ++stats_.hits;
     if (waited) ++stats_.cross_stream_waits;
@@ -165,8 +165,8 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
     state = BlockState::kDrop;  // poisoned while we recorded
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
-    care_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
-                                            : RetireReason::kLeaked);
+    ledger_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
+                                              : RetireReason::kLeaked);
     taken.to_delete = block;
     return taken;
   }
@@ -358,9 +358,9 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
     stable->push_back(TakeStableLocked(buffer.get()));
   }
   if (leak) {
-    care_.Retire(RetireReason::kLeaked,
-                 static_cast<int64_t>(blocks->size() - first_block +
-                                      stable->size() - first_stable));
+    ledger_.Retire(RetireReason::kLeaked,
+                   static_cast<int64_t>(blocks->size() - first_block +
+                                        stable->size() - first_stable));
   }
 }
 
@@ -411,7 +411,7 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
       ++dropped;
     }
   }
-  care_.Retire(RetireReason::kDropped, dropped);
+  ledger_.Retire(RetireReason::kDropped, dropped);
 }
 
 // --- Counting ----------------------------------------------------------------
@@ -436,21 +436,21 @@ void AllocationShard::Count(CacheCounter tally) {
 
 void AllocationShard::Admit() {
   MutexLock lock(&mu_);
-  care_.Admit();
+  ledger_.Admit();
 }
 
 void AllocationShard::Retire(RetireReason how, int64_t count) {
   MutexLock lock(&mu_);
-  care_.Retire(how, count);
+  ledger_.Retire(how, count);
 }
 
 AllocationCacheStats AllocationShard::Stats() const {
   MutexLock lock(&mu_);
   AllocationCacheStats stats = stats_;
-  stats.runtime_allocations = care_.admitted();
-  stats.runtime_frees = care_.departed(RetireReason::kDestroyed);
-  stats.blocks_dropped = care_.departed(RetireReason::kDropped);
-  stats.blocks_leaked = care_.departed(RetireReason::kLeaked);
+  stats.runtime_allocations = ledger_.admitted();
+  stats.runtime_frees = ledger_.departed(RetireReason::kDestroyed);
+  stats.blocks_dropped = ledger_.departed(RetireReason::kDropped);
+  stats.blocks_leaked = ledger_.departed(RetireReason::kLeaked);
   return stats;
 }
 

@@ -238,9 +238,9 @@ class alignas(kCacheLine) AllocationShard {
   PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
   PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  // Gauges and policy counters; the departure counters come from care_.
+  // Gauges and policy counters; the departure counters come from ledger_.
   AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);
-  HandleLedger care_ ABSL_GUARDED_BY(mu_);
+  HandleLedger ledger_ ABSL_GUARDED_BY(mu_);
   // Set when the cache is destroyed: later releases leak.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters

@@ -44,7 +44,7 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
   void* old = nullptr;
   if (buffer->ptr != nullptr && buffer->generation != generation) {
     TakeStableLocked(buffer);
-    care_.Retire(RetireReason::kDropped);
+    ledger_.Retire(RetireReason::kDropped);
   }
   if (ptr == nullptr) return nullptr;
   old = TakeStableLocked(buffer);

@@ -67,14 +67,15 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   return block->events.empty() ? BlockState::kIdle : BlockState::kPending;
 }
 
-BlockState StreamOrderFence::QueryEvents(AllocationBlock* block) {
+BlockState StreamOrderFence::QueryEvents(AllocationBlock* block,
+                                         Consumed consumed) {
   for (PooledEvent& event : block->events) {
     absl::Status status = backend_.QueryEvent(block->device, event.get());
     if (status.ok()) continue;
     if (FaultOf(status) == Fault::kNotReady) return BlockState::kPending;
     return ReactToEventFault(block, status);
   }
-  block->events.clear();
+  if (consumed == Consumed::kToPool) block->events.clear();
   return BlockState::kIdle;
 }
 
@@ -88,18 +89,19 @@ BlockState StreamOrderFence::SynchronizeEvents(AllocationBlock* block) {
 }
 
 BlockState StreamOrderFence::MakeStreamWait(AllocationBlock* block,
-                                            NativeStream stream) {
+                                            NativeStream stream,
+                                            Consumed consumed) {
   for (PooledEvent& event : block->events) {
     absl::Status status =
         backend_.StreamWaitEvent(block->device, stream, event.get());
     if (status.ok()) continue;
     if (status.code() == absl::StatusCode::kUnimplemented) {
-      return QueryEvents(block);
+      return QueryEvents(block, consumed);
     }
     BlockState state = ReactTo(block->device, status);
     return state == BlockState::kIdle ? BlockState::kPending : state;
   }
-  block->events.clear();
+  if (consumed == Consumed::kToPool) block->events.clear();
   return BlockState::kIdle;
 }
 

@@ -38,14 +38,22 @@ class StreamOrderFence {
   // pending (no event recorded); kPending: events recorded; kDrop / kLeak:
   // the block must be forgotten.
   BlockState RecordReadyEvents(AllocationBlock* block);
-  // kIdle when every event of `block` completed (then they go back to the
-  // EventPool), kPending while any is pending.
-  BlockState QueryEvents(AllocationBlock* block);
+  // What becomes of a block's events once they are proven complete or
+  // waited on: back to the EventPool (which queries each again before
+  // reuse), or kept on the block as spares that its next release
+  // re-records (no EventPool round trip: the block is about to be leased).
+  enum class Consumed { kToPool, kKeepAsSpares };
+  // kIdle when every event of `block` completed, kPending while any is
+  // pending.
+  BlockState QueryEvents(AllocationBlock* block,
+                         Consumed consumed = Consumed::kToPool);
   // Blocks until every event of `block` completed.
   BlockState SynchronizeEvents(AllocationBlock* block);
   // Makes `stream` wait on every event of `block` (no host sync). Falls back
-  // to a query on backends without StreamWaitEvent.
-  BlockState MakeStreamWait(AllocationBlock* block, NativeStream stream);
+  // to a query on backends without StreamWaitEvent. Re-recording a waited-on
+  // event later is allowed: the wait took the record's state when made.
+  BlockState MakeStreamWait(AllocationBlock* block, NativeStream stream,
+                            Consumed consumed = Consumed::kToPool);
 
  private:
   // Device faults poison the device (kDrop), shutdown means leak; anything

@@ -404,7 +404,7 @@ class alignas(kCacheLine) KeyedShard final
     MutexLock lock(&mu_);
     --reserved_;
     if (created.ok()) {
-      care_.Admit();
+      ledger_.Admit();
       ++stats_.created;
       stats_.create_latency.Record(latency);
     }

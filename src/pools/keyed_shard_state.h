@@ -53,9 +53,9 @@ class ShardState {
   PoolStats Stats() const {
     MutexLock lock(&mu_);
     PoolStats stats = stats_;
-    stats.destroyed = care_.departed(RetireReason::kDestroyed);
-    stats.dropped = care_.departed(RetireReason::kDropped);
-    stats.leaked = care_.departed(RetireReason::kLeaked);
+    stats.destroyed = ledger_.departed(RetireReason::kDestroyed);
+    stats.dropped = ledger_.departed(RetireReason::kDropped);
+    stats.leaked = ledger_.departed(RetireReason::kLeaked);
     stats.peak_in_use = leases_.peak();
     stats.in_use = leases_.in_use();
     const uint64_t generation = health_->generation(device_);
@@ -182,7 +182,7 @@ class ShardState {
   // Room for one more handle under max_live_per_key (live or being created).
   bool HasRoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return options_.max_live_per_key <= 0 ||
-           care_.in_care() + reserved_ < options_.max_live_per_key;
+           ledger_.in_care() + reserved_ < options_.max_live_per_key;
   }
 
   // Waits until a handle is returned or capacity frees up; false once the
@@ -240,7 +240,7 @@ class ShardState {
   // The single retire path: handles leave the shard's care only here.
   void RetireLocked(RetireReason how, int64_t count = 1, bool faulty = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    care_.Retire(how, count);
+    ledger_.Retire(how, count);
     if (faulty) stats_.discarded_faulty += count;
   }
   void Retire(RetireReason how) {
@@ -257,7 +257,7 @@ class ShardState {
   DrainList draining_ ABSL_GUARDED_BY(mu_);
   // Handles in this shard's care: leased, idle, draining, or in a thread's
   // hands being validated or disposed of.
-  HandleLedger care_ ABSL_GUARDED_BY(mu_);
+  HandleLedger ledger_ ABSL_GUARDED_BY(mu_);
   // Creations in flight: capacity taken under max_live_per_key.
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;
   LeaseSites leases_ ABSL_GUARDED_BY(mu_);
@@ -273,7 +273,7 @@ class ShardState {
   // pool (orphaned_) until they are back (gpupool/internal/lease.h).
   int64_t holders_ ABSL_GUARDED_BY(mu_) = 0;
   bool orphaned_ ABSL_GUARDED_BY(mu_) = false;
-  // Counters other than the handles' departures (care_) and leases
+  // Counters other than the handles' departures (ledger_) and leases
   // (leases_).
   PoolStats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -161,14 +161,20 @@ TEST_F(AllocationCacheSimTest, SameStreamReuseReRecordsItsOwnReadyEvent) {
       cache->Allocate(0, 4096, MemoryKind::kDevice, b);
   ASSERT_THAT(on_b, IsOk());
   EXPECT_NE(on_b->data(), block);
-  // ... until it completed; then its event goes back to the EventPool.
+  // ... until it completed; then its event stays with the block as a spare
+  // (one query, no EventPool round trip) and its next release re-records it.
   sim_.CompleteAllWork();
+  const int64_t queries = sim_.calls(SimOp::kEventQuery);
   absl::StatusOr<PooledAllocation> later =
       cache->Allocate(0, 4096, MemoryKind::kDevice, b);
   ASSERT_THAT(later, IsOk());
   EXPECT_EQ(later->data(), block);
-  EXPECT_EQ(events_->GetStats().in_use, 0);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), queries + 1);
+  EXPECT_EQ(events_->GetStats().in_use, 1);
   later->Release();
+  EXPECT_EQ(events_->GetStats().acquired,
+            1);  // the same event, re-recorded on b
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), queries + 1);
   on_b->Release();
   sim_.CompleteAllWork();
   cache.reset();

@@ -167,6 +167,50 @@ TEST_F(RuntimeCallsTest, SameStreamAllocationHitIsOneCall) {
   ASSERT_THAT(sim_.DestroyStream(0, *stream), IsOk());
 }
 
+// A block released on one stream and wanted on another: its ready event is
+// queried (kWaitForCompletion, the default) or waited on by the new stream
+// (kWaitOnStream): one call; the release re-records that same event: one
+// call. The event never goes back to the EventPool in between, whose return
+// would query it again.
+TEST_F(RuntimeCallsTest, CrossStreamAllocationReuseIsTwoCalls) {
+  absl::StatusOr<NativeStream> a = sim_.CreateStream(0, {});
+  absl::StatusOr<NativeStream> b = sim_.CreateStream(0, {});
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  for (CrossStreamPolicy policy : {CrossStreamPolicy::kWaitForCompletion,
+                                   CrossStreamPolicy::kWaitOnStream}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    const bool wait = policy == CrossStreamPolicy::kWaitOnStream;
+    EventPool events(sim_);
+    AllocationCacheOptions options;
+    options.cross_stream = policy;
+    AllocationCache cache(sim_, events, options);
+    {
+      absl::StatusOr<PooledAllocation> warm =
+          cache.Allocate(0, 4096, MemoryKind::kDevice, *a);
+      ASSERT_THAT(warm, IsOk());
+    }
+    Delta();
+    const int64_t queries = sim_.calls(SimOp::kEventQuery);
+    const int64_t waits = sim_.calls(SimOp::kStreamWaitEvent);
+    for (int i = 0; i < 4; ++i) {
+      NativeStream stream = i % 2 == 0 ? *b : *a;
+      absl::StatusOr<PooledAllocation> block =
+          cache.Allocate(0, 4096, MemoryKind::kDevice, stream);
+      ASSERT_THAT(block, IsOk());
+      block->Release();
+      EXPECT_EQ(Delta(), 2) << "check + re-record, cycle " << i;
+    }
+    EXPECT_EQ(sim_.calls(SimOp::kEventQuery), queries + (wait ? 0 : 4));
+    EXPECT_EQ(sim_.calls(SimOp::kStreamWaitEvent), waits + (wait ? 4 : 0));
+    EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+    EXPECT_EQ(cache.GetStats().cross_stream_waits, wait ? 4 : 0);
+    EXPECT_EQ(events.GetStats().acquired, 1);
+  }
+  ASSERT_THAT(sim_.DestroyStream(0, *a), IsOk());
+  ASSERT_THAT(sim_.DestroyStream(0, *b), IsOk());
+}
+
 TEST_F(RuntimeCallsTest, ValidateOnAcquireIsOffByDefault) {
   EXPECT_FALSE(PoolOptions{}.validate_on_acquire);
 }
