@@ -89,6 +89,8 @@ class GPUPOOL_EXPORT EventPool {
 
   EventPoolStats GetStats() const;
   EventPoolStats GetStats(int device, const EventConfig& config) const;
+  // Every (device, config) key the pool has seen, with its counters.
+  std::vector<PoolKeyStats> GetStatsPerKey() const;
   std::vector<OutstandingLease> GetOutstandingLeases() const;
   std::string DebugString() const;
   absl::Status RecoverDevice(int device);

@@ -22,6 +22,7 @@
 #include "gpupool/pool_stats.h"
 #include "gpupool/pools.h"
 #include "gpupool/sim_backend.h"
+#include "gpupool/snapshot.h"
 #include "gpupool/stable_buffers.h"
 #include "gpupool/stream_pool.h"
 

@@ -66,6 +66,13 @@ struct GPUPOOL_EXPORT PoolStats {
   std::string ToString() const;
 };
 
+// One (device, config) key of a stream or event pool and its counters.
+struct GPUPOOL_EXPORT PoolKeyStats {
+  int device = -1;
+  std::string config;  // the config's ToString()
+  PoolStats stats;
+};
+
 // A lease still out, for leak reports: what, where it was acquired.
 struct GPUPOOL_EXPORT OutstandingLease {
   std::string resource;  // "stream", "event", "allocation"

@@ -58,6 +58,9 @@ class GPUPOOL_EXPORT Pools {
   StreamPool& streams() { return *streams_; }
   EventPool& events() { return *events_; }
   AllocationCache& allocations() { return *allocations_; }
+  const StreamPool& streams() const { return *streams_; }
+  const EventPool& events() const { return *events_; }
+  const AllocationCache& allocations() const { return *allocations_; }
   // Named buffers that never move, and IPC, over allocations().
   StableBuffers& stable_buffers() { return *stable_buffers_; }
   const std::shared_ptr<DeviceHealth>& health() const { return health_; }

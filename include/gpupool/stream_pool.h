@@ -129,6 +129,8 @@ class GPUPOOL_EXPORT StreamPool {
 
   StreamPoolStats GetStats() const;
   StreamPoolStats GetStats(int device, const StreamConfig& config) const;
+  // Every (device, config) key the pool has seen, with its counters.
+  std::vector<PoolKeyStats> GetStatsPerKey() const;
   // Leases still out and where they were acquired.
   std::vector<OutstandingLease> GetOutstandingLeases() const;
   std::string DebugString() const;

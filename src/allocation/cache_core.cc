@@ -445,4 +445,10 @@ void AllocationCacheCore::AddCaptureStats(int device,
   }
 }
 
+void AllocationCacheCore::ForEachHeld(
+    absl::FunctionRef<void(const AllocationBlock&)> visit) const {
+  MutexLock lock(&held_mu_);
+  for (const AllocationBlock* block : held_for_captures_) visit(*block);
+}
+
 }  // namespace gpupool::internal

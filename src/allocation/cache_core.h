@@ -162,6 +162,8 @@ class AllocationCacheCore
   const FreeGate* free_gate() const {
     return free_gate_.load(std::memory_order_acquire);
   }
+  // For snapshots: every block held for a capture (under the held lock).
+  void ForEachHeld(absl::FunctionRef<void(const AllocationBlock&)> visit) const;
   // The capture router's gauges and the held blocks' of `device` (-1: all).
   void AddCaptureStats(int device, AllocationCacheStats* stats) const;
   // Counts a failed allocation; a sticky device error poisons the device and

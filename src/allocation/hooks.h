@@ -20,10 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "gpupool/pool_stats.h"
+#include "gpupool/snapshot.h"
 
 namespace gpupool::internal {
 
@@ -62,6 +64,13 @@ class CaptureRouter {
   // What the pools keep out of reuse on `device`, in words for an
   // out-of-memory message (e.g. "in graph pools 8388608 bytes").
   virtual std::string DescribeHeld(int device) const = 0;
+  // For snapshots: the id of the pool a block's `owner` names, and every
+  // block the pools hold that no lease holds, with its pool's id (each
+  // pool's lock held while its blocks are visited).
+  virtual int64_t PoolIdOf(const void* owner) const = 0;
+  virtual void ForEachUnleased(
+      absl::FunctionRef<void(const AllocationBlock&, int64_t pool_id)> visit)
+      const = 0;
 };
 
 class FreeGate {
@@ -82,6 +91,13 @@ class FreeGate {
   virtual void Close() = 0;
   // Leases of the feature's own still out.
   virtual void AppendOutstanding(std::vector<OutstandingLease>* out) const = 0;
+  // For snapshots: whether stable buffer memory `ptr` of `device` is
+  // exported (with its current version's importers, -1 when unknown), and
+  // the mappings of other processes' buffers open here.
+  virtual bool IsExported(int device, const void* ptr, int* importers) const {
+    return false;
+  }
+  virtual void AppendImports(std::vector<ImportSnapshot>* out) const {}
 };
 
 }  // namespace gpupool::internal

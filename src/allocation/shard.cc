@@ -466,4 +466,26 @@ void AllocationShard::AppendOutstanding(
   }
 }
 
+void AllocationShard::ForEachBlock(
+    absl::FunctionRef<void(const AllocationBlock&, BlockUse)> visit,
+    absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)
+    const {
+  MutexLock lock(&mu_);
+  const auto each = [&](const PrimaryList& list, BlockUse use) {
+    for (const AllocationBlock* block = list.front(); block != nullptr;
+         block = PrimaryList::Next(block)) {
+      visit(*block, use);
+    }
+  };
+  each(in_use_, BlockUse::kLeased);
+  for (const Bin& bin : bins_) {
+    each(bin.ready, BlockUse::kFree);
+    each(bin.pending, BlockUse::kPending);
+  }
+  each(retiring_, BlockUse::kRetiring);
+  for (const auto& [name, buffer] : stable_) {
+    if (buffer->ptr != nullptr) stable(name, *buffer);
+  }
+}
+
 }  // namespace gpupool::internal

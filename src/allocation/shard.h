@@ -28,11 +28,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "gpupool/pool_stats.h"
+#include "gpupool/snapshot.h"
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
 #include "src/lifetime/cache_line_allocator.h"
@@ -183,6 +185,14 @@ class alignas(kCacheLine) AllocationShard {
 
   AllocationCacheStats Stats() const;
   void AppendOutstanding(std::vector<OutstandingLease>* out) const;
+  // For snapshots, under the shard's lock: every block it lists (leased,
+  // cached ready or pending, retiring) and every stable buffer holding
+  // memory. Blocks taken out of use (held, or a capture router's) are not
+  // listed here.
+  void ForEachBlock(
+      absl::FunctionRef<void(const AllocationBlock&, BlockUse)> visit,
+      absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)
+      const;
 
  private:
   struct Bin {

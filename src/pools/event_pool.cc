@@ -58,6 +58,9 @@ void EventPool::Trim(int device) {
   impl_->Trim(device);
 }
 EventPoolStats EventPool::GetStats() const { return impl_->GetStats(); }
+std::vector<PoolKeyStats> EventPool::GetStatsPerKey() const {
+  return impl_->GetStatsPerKey();
+}
 EventPoolStats EventPool::GetStats(int device,
                                    const EventConfig& config) const {
   return impl_->GetStats(device, config);

@@ -185,6 +185,16 @@ class KeyedPool {
     return shard == nullptr ? PoolStats{} : shard->Stats();
   }
 
+  std::vector<PoolKeyStats> GetStatsPerKey() const {
+    std::vector<PoolKeyStats> out;
+    if (Forked()) return out;
+    for (const auto& shard : AllShards()) {
+      out.push_back(PoolKeyStats{
+          shard->device(), shard->config_value().ToString(), shard->Stats()});
+    }
+    return out;
+  }
+
   std::vector<OutstandingLease> GetOutstandingLeases() const {
     std::vector<OutstandingLease> out;
     if (Forked()) return out;

@@ -59,6 +59,9 @@ void StreamPool::Trim(int device) {
   impl_->Trim(device);
 }
 StreamPoolStats StreamPool::GetStats() const { return impl_->GetStats(); }
+std::vector<PoolKeyStats> StreamPool::GetStatsPerKey() const {
+  return impl_->GetStatsPerKey();
+}
 StreamPoolStats StreamPool::GetStats(int device,
                                      const StreamConfig& config) const {
   return impl_->GetStats(device, config);

@@ -380,6 +380,23 @@ std::string GraphPools::DescribeHeld(int device) const {
   return absl::StrCat("in graph pools ", stats.bytes_in_graph_pools, " bytes");
 }
 
+int64_t GraphPools::PoolIdOf(const void* owner) const {
+  return owner == nullptr ? -1
+                          : static_cast<int64_t>(
+                                static_cast<const GraphPoolState*>(owner)->id);
+}
+
+void GraphPools::ForEachUnleased(
+    absl::FunctionRef<void(const AllocationBlock&, int64_t pool_id)> visit)
+    const {
+  for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
+    MutexLock lock(&pool->mu);
+    for (const AllocationBlock* block : pool->free) {
+      visit(*block, static_cast<int64_t>(pool->id));
+    }
+  }
+}
+
 std::string GraphPools::DebugString() const {
   std::string out;
   for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {

@@ -59,6 +59,10 @@ class GraphPools final : public CaptureRouter {
   void AddStats(int device, AllocationCacheStats* stats) const override;
   std::string DebugString() const override;
   std::string DescribeHeld(int device) const override;
+  int64_t PoolIdOf(const void* owner) const override;
+  void ForEachUnleased(
+      absl::FunctionRef<void(const AllocationBlock&, int64_t pool_id)> visit)
+      const override;
 
  private:
   // The pool whose open route matches the capture `info` of `stream` (by

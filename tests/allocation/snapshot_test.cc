@@ -1,0 +1,240 @@
+// TakeSnapshot over an AllocationCache on SimBackend: every block state a
+// cache can hold, its fields, the per-kind totals, the JSON form, and that
+// taking a snapshot makes no runtime call.
+
+#include "gpupool/snapshot.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gpupool/graph_pool.h"
+#include "gpupool/stable_buffers.h"
+#include "gtest/gtest.h"
+#include "tests/allocation/sim_fixture.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::IsOk;
+using ::gpupool::testing::StatusIs;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class SnapshotTest : public AllocationCacheSimTest {
+ protected:
+  // The blocks of `device`'s kind, flattened, in address order.
+  static std::vector<BlockSnapshot> Blocks(
+      const MemorySnapshot& snapshot, int device,
+      MemoryKind kind = MemoryKind::kDevice) {
+    std::vector<BlockSnapshot> out;
+    for (const MemoryKindSnapshot& memory : snapshot.devices[device].memory) {
+      if (memory.kind != kind) continue;
+      for (const SegmentSnapshot& segment : memory.segments) {
+        EXPECT_EQ(segment.blocks.size(), 1u);
+        for (const BlockSnapshot& block : segment.blocks) out.push_back(block);
+      }
+    }
+    return out;
+  }
+  static int Count(const std::vector<BlockSnapshot>& blocks, BlockUse use) {
+    int n = 0;
+    for (const BlockSnapshot& block : blocks) n += block.use == use;
+    return n;
+  }
+  static const MemoryKindSnapshot& Memory(const MemorySnapshot& snapshot,
+                                          int device, MemoryKind kind) {
+    for (const MemoryKindSnapshot& memory : snapshot.devices[device].memory) {
+      if (memory.kind == kind) return memory;
+    }
+    ADD_FAILURE() << "no such kind";
+    return snapshot.devices[device].memory[0];
+  }
+};
+
+TEST_F(SnapshotTest, EveryBlockStateWithItsFields) {
+  AllocationCacheOptions options;
+  options.detect_unregistered_captures = true;
+  auto cache = NewCache(options);
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  // Leased, with its call site.
+  const int site_line = __LINE__ + 2;
+  absl::StatusOr<PooledAllocation> leased =
+      cache->Allocate(0, 3000, MemoryKind::kDevice, a);
+  ASSERT_THAT(leased, IsOk());
+  // Free (released with no stream: nothing to fence).
+  {
+    absl::StatusOr<PooledAllocation> free_block =
+        cache->Allocate(0, 64 * kKiB, MemoryKind::kDevice);
+    ASSERT_THAT(free_block, IsOk());
+  }
+  // Pending: released on b while b's work never completes.
+  {
+    absl::StatusOr<PooledAllocation> pending =
+        cache->Allocate(0, 256 * kKiB, MemoryKind::kDevice, b);
+    ASSERT_THAT(pending, IsOk());
+    sim_.SubmitWork(b, absl::InfiniteDuration());
+  }
+  // Pinned host, leased.
+  absl::StatusOr<PooledAllocation> pinned =
+      cache->Allocate(0, 8 * kKiB, MemoryKind::kPinnedHost, a);
+  ASSERT_THAT(pinned, IsOk());
+  // Held for an unregistered capture on device 1.
+  NativeStream c = NewStream(1);
+  sim_.BeginCapture(c);
+  // A stable buffer.
+  StableBuffers stable(*cache);
+  absl::StatusOr<void*> weights = stable.Acquire("weights", 1, 2 * kMiB);
+  ASSERT_THAT(weights, IsOk());
+  // A graph pool's block (free inside the pool after its capture).
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 1);
+  ASSERT_THAT(pool, IsOk());
+  NativeStream g = NewStream(1);
+  {
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(g);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(g, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    absl::StatusOr<PooledAllocation> captured =
+        cache->Allocate(1, kMiB, MemoryKind::kDevice, g);
+    ASSERT_THAT(captured, IsOk());
+  }
+  absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(g);
+  ASSERT_THAT(graph, IsOk());
+  // Released while `c` captures with no pool for it: held.
+  {
+    absl::StatusOr<PooledAllocation> held =
+        cache->Allocate(1, 128 * kKiB, MemoryKind::kDevice, c);
+    ASSERT_THAT(held, IsOk());
+  }
+
+  const int64_t calls = sim_.total_calls();
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  EXPECT_EQ(sim_.total_calls(), calls) << "a snapshot makes no runtime call";
+  EXPECT_EQ(snapshot.backend, std::string(sim_.name()));
+  EXPECT_GT(snapshot.taken_at_unix_ns, 0);
+  ASSERT_EQ(snapshot.devices.size(), 2u);
+  EXPECT_FALSE(snapshot.devices[0].poisoned);
+
+  const std::vector<BlockSnapshot> dev0 = Blocks(snapshot, 0);
+  ASSERT_EQ(dev0.size(), 3u);
+  EXPECT_EQ(Count(dev0, BlockUse::kLeased), 1);
+  EXPECT_EQ(Count(dev0, BlockUse::kFree), 1);
+  EXPECT_EQ(Count(dev0, BlockUse::kPending), 1);
+  for (const BlockSnapshot& block : dev0) {
+    EXPECT_EQ(block.offset, 0u);
+    switch (block.use) {
+      case BlockUse::kLeased:
+        EXPECT_EQ(block.requested_bytes, 3000u);
+        EXPECT_EQ(block.bytes, 3 * kKiB);  // its size class
+        EXPECT_EQ(block.lease_id, leased->lease_id());
+        EXPECT_EQ(block.stream, a);
+        EXPECT_THAT(block.site.file_name(), HasSubstr("snapshot_test.cc"));
+        EXPECT_EQ(block.site.line(), static_cast<uint32_t>(site_line));
+        break;
+      case BlockUse::kFree:
+        EXPECT_EQ(block.bytes, 64 * kKiB);
+        EXPECT_EQ(block.pending_events, 0);
+        break;
+      case BlockUse::kPending:
+        EXPECT_EQ(block.bytes, 256 * kKiB);
+        EXPECT_EQ(block.pending_events, 1);
+        EXPECT_EQ(block.stream, b);
+        break;
+      default:
+        ADD_FAILURE() << BlockUseName(block.use);
+    }
+  }
+  const MemoryKindSnapshot& device0 = Memory(snapshot, 0, MemoryKind::kDevice);
+  EXPECT_EQ(device0.reserved_bytes, 3 * kKiB + 64 * kKiB + 256 * kKiB);
+  EXPECT_EQ(device0.in_use_bytes, 3 * kKiB);
+  EXPECT_EQ(device0.largest_free_block_bytes, 64 * kKiB);
+  const std::vector<BlockSnapshot> pinned0 =
+      Blocks(snapshot, 0, MemoryKind::kPinnedHost);
+  ASSERT_EQ(pinned0.size(), 1u);
+  EXPECT_EQ(pinned0[0].use, BlockUse::kLeased);
+  EXPECT_EQ(pinned0[0].lease_id, pinned->lease_id());
+
+  const std::vector<BlockSnapshot> dev1 = Blocks(snapshot, 1);
+  ASSERT_EQ(dev1.size(), 3u);
+  EXPECT_EQ(Count(dev1, BlockUse::kStable), 1);
+  EXPECT_EQ(Count(dev1, BlockUse::kGraphPool), 1);
+  EXPECT_EQ(Count(dev1, BlockUse::kHeldForCapture), 1);
+  for (const BlockSnapshot& block : dev1) {
+    if (block.use == BlockUse::kStable) {
+      EXPECT_EQ(block.name, "weights");
+      EXPECT_EQ(block.bytes, 2 * kMiB);
+    } else if (block.use == BlockUse::kGraphPool) {
+      EXPECT_EQ(block.graph_pool, static_cast<int64_t>(pool->id()));
+      EXPECT_EQ(block.bytes, kMiB);
+      EXPECT_EQ(block.lease_id, 0u);
+    } else {
+      EXPECT_EQ(block.bytes, 128 * kKiB);
+    }
+  }
+  EXPECT_EQ(Memory(snapshot, 1, MemoryKind::kDevice).in_use_bytes, 0u);
+
+  // The JSON form carries the same facts.
+  const std::string json = SnapshotToJson(snapshot);
+  EXPECT_THAT(json, HasSubstr("\"format\":\"gpupool.snapshot\",\"version\":1"));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat(
+                        "\"state\":\"leased\",\"requested_bytes\":3000,"
+                        "\"lease_id\":",
+                        leased->lease_id(), ",\"site\":{\"file\":")));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"line\":", site_line, "}")));
+  EXPECT_THAT(json, HasSubstr("\"state\":\"pending\""));
+  EXPECT_THAT(json, HasSubstr("\"pending_events\":1"));
+  EXPECT_THAT(json, HasSubstr("\"state\":\"stable\""));
+  EXPECT_THAT(json, HasSubstr("\"name\":\"weights\""));
+  EXPECT_THAT(json, HasSubstr("\"state\":\"graph_pool\""));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"graph_pool\":", pool->id())));
+  EXPECT_THAT(json, HasSubstr("\"state\":\"held_for_capture\""));
+  EXPECT_THAT(json, HasSubstr("\"kind\":\"pinned_host\""));
+
+  // Clean up: end the unregistered capture, drop the graph.
+  absl::StatusOr<SimGraph> ended = sim_.EndCaptureToGraph(c);
+  ASSERT_THAT(ended, IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(*ended), IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(*graph), IsOk());
+  EXPECT_THAT(pool->Release({g}), IsOk());
+  leased->Release();
+  pinned->Release();
+  EXPECT_THAT(stable.Release("weights", 1), IsOk());
+  sim_.CompleteAllWork();
+}
+
+TEST_F(SnapshotTest, StringsAreEscapedInJson) {
+  auto cache = NewCache();
+  StableBuffers stable(*cache);
+  ASSERT_THAT(stable.Acquire("a\"b\\c\nd", 0, kKiB), IsOk());
+  const std::string json = SnapshotToJson(TakeSnapshot(*cache));
+  EXPECT_THAT(json, HasSubstr(R"("name":"a\"b\\c\nd")"));
+  EXPECT_THAT(stable.Release("a\"b\\c\nd", 0), IsOk());
+}
+
+TEST_F(SnapshotTest, WriteSnapshotReplacesTheFileAndNamesIoErrors) {
+  auto cache = NewCache();
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/snapshot_", getpid(), ".json");
+  ASSERT_THAT(WriteSnapshot(TakeSnapshot(*cache), path), IsOk());
+  ASSERT_THAT(WriteSnapshot(TakeSnapshot(*cache), path), IsOk());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"format\":\"gpupool.snapshot\""));
+  EXPECT_THAT(text.str(), Not(HasSubstr("\n")));
+  unlink(path.c_str());
+  EXPECT_THAT(WriteSnapshot(TakeSnapshot(*cache), "/nonexistent-dir/s.json"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("/nonexistent-dir/s.json")));
+}
+
+}  // namespace
+}  // namespace gpupool
