@@ -64,6 +64,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -128,6 +129,11 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // leaves the capture unknown, and the block is held as if captured (a
   // sticky error poisons the device and the block is dropped).
   bool detect_unregistered_captures = false;
+  // Called with the error of every Allocate that fails with
+  // ResourceExhausted (after the out-of-memory chain), on the allocating
+  // thread, with no lock of the cache held: it may take a snapshot
+  // (gpupool/snapshot.h) or trim other caches. Must not throw.
+  std::function<void(const absl::Status&)> on_out_of_memory;
 };
 
 // A snapshot of the cache's counters, per (device, kind), per device, or in

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -114,7 +115,14 @@ AllocationCache::~AllocationCache() {
 absl::StatusOr<PooledAllocation> AllocationCache::Allocate(
     int device, size_t bytes, MemoryKind kind, NativeStream stream,
     SourceLocation where) {
-  return core_->Allocate(device, bytes, kind, stream, where);
+  absl::StatusOr<PooledAllocation> allocation =
+      core_->Allocate(device, bytes, kind, stream, where);
+  if (ABSL_PREDICT_FALSE(!allocation.ok()) &&
+      allocation.status().code() == absl::StatusCode::kResourceExhausted &&
+      core_->options().on_out_of_memory) {
+    core_->options().on_out_of_memory(allocation.status());
+  }
+  return allocation;
 }
 
 absl::Status AllocationCache::Trim(int device, size_t keep_bytes) {

@@ -27,6 +27,7 @@
 #include "src/preload/guarded_backend.h"
 #include "src/preload/interposed_symbols.h"
 #include "src/preload/runtime_call_guard.h"
+#include "src/process/snapshot_dumps.h"
 
 namespace gpupool::preload_internal {
 
@@ -194,10 +195,12 @@ bool PooledRuntime::Initialize() {
               return FindRealSymbol(runtime, name);
             });
     if (backend.ok()) {
+      internal::ArmSnapshotDumps(&config->options);
       absl::StatusOr<std::unique_ptr<Pools>> pools = Pools::Create(
           MakeGuardedBackend(*std::move(backend)), config->options);
       if (pools.ok()) {
         pools_ = pools->release();
+        internal::AttachSnapshotDumps(pools_);
         if (absl::Status prewarm = RunPrewarms(*pools_, config->prewarm);
             !prewarm.ok()) {
           std::fprintf(

@@ -20,6 +20,7 @@
 #include "gpupool/pools.h"
 #include "src/lifetime/process_state.h"
 #include "src/process/environment.h"
+#include "src/process/snapshot_dumps.h"
 #include "src/process/stats_report.h"
 
 namespace gpupool {
@@ -78,10 +79,12 @@ absl::StatusOr<Pools*> CreateProcessPools() {
   if (!stats.ok()) return stats.status();
   absl::StatusOr<std::unique_ptr<Backend>> backend = ChooseBackend();
   if (!backend.ok()) return backend.status();
+  internal::ArmSnapshotDumps(&config->options);
   absl::StatusOr<std::unique_ptr<Pools>> pools =
       Pools::Create(*std::move(backend), config->options);
   if (!pools.ok()) return pools.status();
   Pools* process_pools = pools->release();  // never destroyed
+  internal::AttachSnapshotDumps(process_pools);
   if (*stats) RegisterExitReport(process_pools);
   // A failed prewarm only costs the speed-up: warn, keep the pools.
   absl::Status prewarmed = RunPrewarms(*process_pools, config->prewarm);
