@@ -18,7 +18,9 @@
 // (current device, Relaxed capture mode), runtime_checks.h (CU mask and
 // priority checks), runtime_features.h (optional features: what a runtime
 // without their entry points answers), runtime_access_policy.h (the L2
-// window reset), runtime_ipc.h (the IPC primitives, its base class).
+// window reset); and the components its overrides call once the device is
+// checked: runtime_capture.h (capture status, id and teardown) and
+// runtime_ipc.h (the IPC calls).
 //
 // The Api traits struct must provide (every function is a static forward that
 // returns Api::Error):
@@ -92,7 +94,7 @@ namespace gpupool {
 namespace runtime_internal {
 
 template <typename Api>
-class RuntimeBackend final : public RuntimeIpc<Api> {
+class RuntimeBackend final : public Backend {
  public:
   using Error = typename Api::Error;
   using Stream = typename Api::Stream;
@@ -224,20 +226,15 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
                     "StreamSynchronize", device, CallKind::kCompletion);
   }
 
+  // The capture calls are RuntimeCapture's (runtime_capture.h). A status
+  // newer than this code counts as invalidated: ending the capture then
+  // destroying the stream is the safe reaction.
   absl::StatusOr<CaptureStatus> GetCaptureStatus(int device,
                                                  NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    typename Api::CaptureStatus capture = Api::kCaptureStatusNone;
-    absl::Status status =
-        ToStatus(Api::StreamIsCapturing(ToStream(stream), &capture),
-                 "StreamIsCapturing", device);
-    if (!status.ok()) return status;
-    // A status newer than this code counts as invalidated: ending the
-    // capture then destroying the stream is the safe reaction.
-    return RuntimeCapture<Api>::ToCaptureStatus(capture);
+    return RuntimeCapture<Api>::GetStatus(device, ToStream(stream));
   }
 
-  // The status with the capture's id (runtime_capture.h).
   absl::StatusOr<CaptureInfo> GetCaptureInfo(int device,
                                              NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
@@ -246,32 +243,7 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
 
   absl::Status EndCapture(int device, NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    typename Api::Graph graph = nullptr;
-    const Error error = Api::StreamEndCapture(ToStream(stream), &graph);
-    // Nobody will ever launch what was captured into a pooled stream; an
-    // undestroyed graph would leak with every returned capture.
-    if (graph != nullptr) {
-      absl::Status destroyed =
-          ToStatus(Api::GraphDestroy(graph), "GraphDestroy", device);
-      if (!destroyed.ok()) return destroyed;
-    }
-    // Ending an invalidated capture reports the invalidation and yields no
-    // graph, but the capture is over: that is the postcondition we want.
-    if (error != Api::kErrorCaptureInvalidated) {
-      if (absl::Status status = ToStatus(error, "StreamEndCapture", device);
-          !status.ok()) {
-        return status;
-      }
-    }
-    absl::StatusOr<CaptureStatus> after = GetCaptureStatus(device, stream);
-    if (!after.ok()) return after.status();
-    if (*after != CaptureStatus::kNone) {
-      return FaultError(
-          Fault::kResource, absl::StatusCode::kFailedPrecondition,
-          absl::StrCat(Api::kCallPrefix, "StreamEndCapture on device ", device,
-                       " left the stream capturing"));
-    }
-    return absl::OkStatus();
+    return RuntimeCapture<Api>::End(device, ToStream(stream));
   }
 
   // The L2 access-policy window (runtime_access_policy.h); nothing to reset
@@ -436,10 +408,32 @@ class RuntimeBackend final : public RuntimeIpc<Api> {
     return info;
   }
 
+  // --- Interprocess memory: RuntimeIpc's calls (runtime_ipc.h) -------------
+
+  absl::StatusOr<IpcMemHandle> GetIpcHandle(int device, void* ptr) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeIpc<Api>::GetHandle(device, ptr);
+  }
+
+  absl::StatusOr<void*> OpenIpcHandle(int device,
+                                      const IpcMemHandle& handle) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeIpc<Api>::OpenHandle(device, handle);
+  }
+
+  absl::Status CloseIpcHandle(int device, void* ptr) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeIpc<Api>::CloseHandle(device, ptr);
+  }
+
+  absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeIpc<Api>::GetAddressRange(device, ptr);
+  }
+
  private:
   explicit RuntimeBackend(int device_count)
-      : RuntimeIpc<Api>(device_count),
-        device_count_(device_count),
+      : device_count_(device_count),
         stream_not_ready_(RuntimeStatus<Api>::ErrorToStatus(
             Api::kErrorNotReady, "StreamQuery", kNoDevice,
             CallKind::kCompletion)),

@@ -1,6 +1,7 @@
-// Capture queries RuntimeBackend<Api> makes beyond the capture status: the
-// capture's id (Backend::GetCaptureInfo). Kept out of runtime_backend.h so
-// that the template stays one screenful per concern.
+// RuntimeCapture<Api>: the capture calls RuntimeBackend<Api>'s capture
+// overrides make once they have checked the device: the capture status, the
+// capture's id (Backend::GetCaptureInfo) and the teardown of a capture left
+// on a returned stream (Backend::EndCapture).
 //
 // The Api traits struct provides, besides what runtime_backend.h lists:
 //   StreamGetCaptureInfo(Stream, CaptureStatus*, unsigned long long* id)
@@ -18,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gpupool/backend.h"
 #include "src/backends/runtime/runtime_features.h"
 #include "src/backends/runtime/runtime_status.h"
@@ -33,6 +35,49 @@ struct RuntimeCapture {
     if (capture == Api::kCaptureStatusNone) return CaptureStatus::kNone;
     if (capture == Api::kCaptureStatusActive) return CaptureStatus::kActive;
     return CaptureStatus::kInvalidated;
+  }
+
+  // Backend::GetCaptureStatus for `stream` on `device` (already
+  // range-checked).
+  static absl::StatusOr<CaptureStatus> GetStatus(int device,
+                                                 typename Api::Stream stream) {
+    typename Api::CaptureStatus capture = Api::kCaptureStatusNone;
+    absl::Status status = RuntimeStatus<Api>::ToStatus(
+        Api::StreamIsCapturing(stream, &capture), "StreamIsCapturing", device);
+    if (!status.ok()) return status;
+    return ToCaptureStatus(capture);
+  }
+
+  // Backend::EndCapture for `stream` on `device` (already range-checked):
+  // ends the capture and destroys what it captured.
+  static absl::Status End(int device, typename Api::Stream stream) {
+    typename Api::Graph graph = nullptr;
+    const typename Api::Error error = Api::StreamEndCapture(stream, &graph);
+    // Nobody will ever launch what was captured into a pooled stream; an
+    // undestroyed graph would leak with every returned capture.
+    if (graph != nullptr) {
+      absl::Status destroyed = RuntimeStatus<Api>::ToStatus(
+          Api::GraphDestroy(graph), "GraphDestroy", device);
+      if (!destroyed.ok()) return destroyed;
+    }
+    // Ending an invalidated capture reports the invalidation and yields no
+    // graph, but the capture is over: that is the postcondition we want.
+    if (error != Api::kErrorCaptureInvalidated) {
+      if (absl::Status status =
+              RuntimeStatus<Api>::ToStatus(error, "StreamEndCapture", device);
+          !status.ok()) {
+        return status;
+      }
+    }
+    absl::StatusOr<CaptureStatus> after = GetStatus(device, stream);
+    if (!after.ok()) return after.status();
+    if (*after != CaptureStatus::kNone) {
+      return FaultError(
+          Fault::kResource, absl::StatusCode::kFailedPrecondition,
+          absl::StrCat(Api::kCallPrefix, "StreamEndCapture on device ", device,
+                       " left the stream capturing"));
+    }
+    return absl::OkStatus();
   }
 
   // Backend::GetCaptureInfo for `stream` on `device` (already range-checked).

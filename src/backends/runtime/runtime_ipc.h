@@ -1,7 +1,6 @@
-// RuntimeIpc<Api>: the interprocess-memory primitives of RuntimeBackend<Api>
-// (legacy cudaIpc* / hipIpc*), kept apart from the rest of the backend. It is
-// RuntimeBackend's base class: Backend's IPC virtuals are overridden here and
-// the rest in runtime_backend.h.
+// RuntimeIpc<Api>: the interprocess-memory calls (legacy cudaIpc* /
+// hipIpc*, and the address-range lookup) that RuntimeBackend<Api>'s IPC
+// overrides make once they have checked the device.
 //
 // The Api traits struct must also provide:
 //   IpcMemHandle (cudaIpcMemHandle_t / hipIpcMemHandle_t, 64 bytes),
@@ -22,7 +21,7 @@
 // same pointer); opening one's own handle fails; freeing an exported
 // allocation before every importer closed it is undefined behaviour.
 //
-// Thread safety: no state beyond the device count.
+// Thread safety: stateless.
 
 #ifndef GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_IPC_H_
 #define GPUPOOL_SRC_BACKENDS_RUNTIME_RUNTIME_IPC_H_
@@ -32,8 +31,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
-#include "src/backends/runtime/runtime_checks.h"
 #include "src/backends/runtime/runtime_features.h"
 #include "src/backends/runtime/runtime_guards.h"
 #include "src/backends/runtime/runtime_status.h"
@@ -42,16 +41,12 @@ namespace gpupool {
 namespace runtime_internal {
 
 template <typename Api>
-class RuntimeIpc : public Backend {
- public:
+struct RuntimeIpc {
   static_assert(sizeof(typename Api::IpcMemHandle) == kIpcMemHandleBytes,
                 "the runtime's IPC handle must fit gpupool::IpcMemHandle");
 
-  absl::StatusOr<IpcMemHandle> GetIpcHandle(int device, void* ptr) override {
-    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
-        !valid.ok()) {
-      return valid;
-    }
+  // Backend::GetIpcHandle of `ptr` on `device` (already range-checked).
+  static absl::StatusOr<IpcMemHandle> GetHandle(int device, void* ptr) {
     if (absl::Status has =
             RequireFeature<Api>(Feature::kIpc, "IpcGetMemHandle", device);
         !has.ok()) {
@@ -72,12 +67,9 @@ class RuntimeIpc : public Backend {
     return handle;
   }
 
-  absl::StatusOr<void*> OpenIpcHandle(int device,
-                                      const IpcMemHandle& handle) override {
-    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
-        !valid.ok()) {
-      return valid;
-    }
+  // Backend::OpenIpcHandle on `device` (already range-checked).
+  static absl::StatusOr<void*> OpenHandle(int device,
+                                          const IpcMemHandle& handle) {
     if (absl::Status has =
             RequireFeature<Api>(Feature::kIpc, "IpcOpenMemHandle", device);
         !has.ok()) {
@@ -97,11 +89,8 @@ class RuntimeIpc : public Backend {
     return ptr;
   }
 
-  absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) override {
-    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
-        !valid.ok()) {
-      return valid;
-    }
+  // Backend::GetAddressRange of `ptr` on `device` (already range-checked).
+  static absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) {
     if (ptr == nullptr) return NullPointer("MemGetAddressRange", device);
     if (!Api::HasMemGetAddressRange()) {
       return absl::UnimplementedError(
@@ -118,11 +107,8 @@ class RuntimeIpc : public Backend {
     return range;
   }
 
-  absl::Status CloseIpcHandle(int device, void* ptr) override {
-    if (absl::Status valid = CheckDeviceRange<Api>(device, device_count_);
-        !valid.ok()) {
-      return valid;
-    }
+  // Backend::CloseIpcHandle of `ptr` on `device` (already range-checked).
+  static absl::Status CloseHandle(int device, void* ptr) {
     if (absl::Status has =
             RequireFeature<Api>(Feature::kIpc, "IpcCloseMemHandle", device);
         !has.ok()) {
@@ -137,17 +123,12 @@ class RuntimeIpc : public Backend {
                                         "IpcCloseMemHandle", device);
   }
 
- protected:
-  explicit RuntimeIpc(int device_count) : device_count_(device_count) {}
-
  private:
   static absl::Status NullPointer(absl::string_view call, int device) {
     return FaultError(Fault::kCaller, absl::StatusCode::kInvalidArgument,
                       absl::StrCat(Api::kCallPrefix, call, " on device ",
                                    device, ": null pointer"));
   }
-
-  const int device_count_;
 };
 
 }  // namespace runtime_internal

@@ -1,8 +1,16 @@
-// SimBackend: the simulated runtime's Backend primitives for devices, streams
-// and events (memory ones are in sim_memory.cc, capture ones in
-// sim_capture.cc). Test controls and inspection are in sim_control.cc, shared
-// internals in sim_state.h, the per-device state and work model in
-// sim_device.h, handle and address encoding in sim_handles.h.
+// SimBackend: owns the simulator's models and forwards its Backend
+// primitives, test controls and inspection to them:
+//
+//   SimMisuseLog      sim_misuse.h   misuse count, log and hook
+//   SimFaultInjector  sim_faults.h   call counts and FailNext injections
+//   SimDevices        sim_device.h   devices (DeviceState: streams, events,
+//                                    work tickets, poison), current device
+//   SimStreams        sim_streams.h  stream primitives and controls
+//   SimEvents         sim_events.h   event primitives
+//   SimMemory         sim_memory.h   allocations, limits, the IPC primitives
+//   SimIpcRegistry    sim_ipc.h      the shared-memory IPC registry
+//   SimCaptureModel   sim_capture.h  open captures and their rules
+//   SimGraphModel     sim_graphs.h   graphs, launches, the graph oracle
 //
 // Every primitive follows the same order, so tests can rely on it:
 //   1. count the call (per op, and per device when it names a valid one);
@@ -11,6 +19,13 @@
 //   4. return the sticky status of a poisoned device (kDevice);
 //   5. check arguments and handles (misuse → kCaller, nothing changes);
 //   6. charge the profile's latency outside every lock, and do the work.
+//
+// Lock order (a model that needs another takes the locks in this order):
+//   DeviceState::mu (per device) → SimCaptureModel's per-device mutex →
+//   SimGraphModel's per-device mutex → SimMemory's per-device mutex →
+//   SimIpcRegistry's mutex. The misuse log's, the injection queue's and the
+//   graph oracle log's mutexes are leaves: nothing is taken under them, and
+//   the misuse hook runs under no lock at all.
 
 #include "gpupool/sim_backend.h"
 
@@ -20,415 +35,367 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gpupool/backend.h"
+#include "src/backends/sim/sim_capture.h"
 #include "src/backends/sim/sim_device.h"
+#include "src/backends/sim/sim_events.h"
+#include "src/backends/sim/sim_faults.h"
+#include "src/backends/sim/sim_graphs.h"
 #include "src/backends/sim/sim_handles.h"
-#include "src/backends/sim/sim_state.h"
+#include "src/backends/sim/sim_ipc.h"
+#include "src/backends/sim/sim_memory.h"
+#include "src/backends/sim/sim_misuse.h"
+#include "src/backends/sim/sim_streams.h"
 
 namespace gpupool {
-namespace {
 
-using sim_internal::AllocationState;
-using sim_internal::CallerError;
-using sim_internal::ChargeLatency;
-using sim_internal::DecodeAddress;
-using sim_internal::DecodedAddress;
 using sim_internal::DeviceState;
-using sim_internal::EventState;
-using sim_internal::HandleKind;
-using sim_internal::HandleValue;
-using sim_internal::Hex;
-using sim_internal::KindIndex;
-using sim_internal::MemoryAccount;
-using sim_internal::NotReady;
-using sim_internal::StreamState;
-using sim_internal::ThreadCurrentDevices;
-using sim_internal::WaitResult;
 
-absl::Status NoDeviceError() {
-  return CallerError(absl::StatusCode::kFailedPrecondition,
-                     "no simulated device (SimOptions::device_count is 0)");
-}
+// The models, in construction order: each is built after those it uses.
+struct SimBackend::State {
+  explicit State(SimOptions opts)
+      : options(std::move(opts)),
+        // Fake addresses give each device two 2^56-byte regions in 64 bits.
+        device_count(std::clamp(options.device_count, 0,
+                                sim_internal::kMaxAddressDevices)),
+        misuse(options.on_misuse),
+        faults(device_count),
+        devices(device_count, faults, misuse),
+        ipc(options.ipc_namespace),
+        memory(options.memory_per_device, options.profile, faults, devices,
+               misuse, ipc),
+        captures(options.profile, faults, devices, memory, misuse),
+        graphs(devices, captures, memory, misuse),
+        streams(options.profile, faults, devices, captures, misuse),
+        events(options.profile, faults, devices, captures, misuse) {}
 
-}  // namespace
+  // Live handles on devices that are not poisoned, sorted per device for
+  // stable output.
+  std::vector<std::string> CollectLeaks() const {
+    std::vector<std::string> leaks;
+    for (int device = 0; device < device_count; ++device) {
+      const DeviceState& d = devices.device(device);
+      sim_internal::LeakList found;
+      {
+        absl::ReaderMutexLock lock(&d.mu);
+        if (d.poisoned) continue;
+        d.AppendLeaks(&found);
+        memory.AppendLeaks(device, &found);
+        graphs.AppendLeaks(d, &found);
+      }
+      std::sort(found.begin(), found.end());
+      for (auto& entry : found) leaks.push_back(std::move(entry.second));
+    }
+    return leaks;
+  }
+
+  const SimOptions options;
+  const int device_count;
+  sim_internal::SimMisuseLog misuse;
+  sim_internal::SimFaultInjector faults;
+  sim_internal::SimDevices devices;
+  sim_internal::SimIpcRegistry ipc;
+  sim_internal::SimMemory memory;
+  sim_internal::SimCaptureModel captures;
+  sim_internal::SimGraphModel graphs;
+  sim_internal::SimStreams streams;
+  sim_internal::SimEvents events;
+};
 
 SimBackend::SimBackend(SimOptions options)
     : state_(std::make_unique<State>(std::move(options))) {}
 
 SimBackend::~SimBackend() {
   for (std::string& leak : state_->CollectLeaks()) {
-    state_->ReportMisuse(absl::StrCat("leaked at destruction: ", leak));
+    state_->misuse.Report(absl::StrCat("leaked at destruction: ", leak));
   }
 }
 
-// --- Devices -----------------------------------------------------------------
+// --- Backend: devices and streams
+// ---------------------------------------------
 
 absl::StatusOr<int> SimBackend::DeviceCount() {
-  absl::Status entered = state_->EnterWithoutDevice(SimOp::kDeviceCount);
-  if (!entered.ok()) return entered;
-  if (state_->device_count == 0) return NoDeviceError();
-  return state_->device_count;
+  return state_->devices.DeviceCount();
 }
-
 absl::StatusOr<int> SimBackend::GetCurrentDevice() {
-  absl::Status entered = state_->EnterWithoutDevice(SimOp::kGetCurrentDevice);
-  if (!entered.ok()) return entered;
-  if (state_->device_count == 0) return NoDeviceError();
-  const auto& current = ThreadCurrentDevices();
-  auto it = current.find(state_->instance_id);
-  return it == current.end() ? 0 : it->second;
+  return state_->devices.GetCurrentDevice();
 }
-
 absl::Status SimBackend::SetCurrentDevice(int device) {
-  absl::Status status = state_->Enter(SimOp::kSetCurrentDevice, device);
-  if (!status.ok()) return status;
-  status = State::CheckPoison(state_->device_state(device));
-  if (!status.ok()) return status;
-  ThreadCurrentDevices()[state_->instance_id] = device;
-  return absl::OkStatus();
+  return state_->devices.SetCurrentDevice(device);
 }
-
-// --- Streams -----------------------------------------------------------------
-
 absl::StatusOr<NativeStream> SimBackend::CreateStream(
     int device, const StreamConfig& config) {
-  absl::Status status = state_->Enter(SimOp::kStreamCreate, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  status = State::CheckPoison(d);
-  if (!status.ok()) return status;
-  const SimProfile& profile = state_->options.profile;
-  if (config.priority < profile.greatest_priority ||
-      config.priority > profile.least_priority) {
-    return CallerError(
-        absl::StatusCode::kInvalidArgument,
-        absl::StrCat("CreateStream: priority ", config.priority, " outside [",
-                     profile.greatest_priority, ", ", profile.least_priority,
-                     "] of profile ", profile.name));
-  }
-  if (!config.cu_mask.empty() && !profile.supports_cu_mask) {
-    return CallerError(absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("CreateStream: profile ", profile.name,
-                                    " does not support CU masks"));
-  }
-  ChargeLatency(profile.stream_create);
-  absl::MutexLock lock(&d.mu);
-  absl::StatusOr<uintptr_t> handle =
-      state_->NewHandleLocked(d, device, HandleKind::kStream);
-  if (!handle.ok()) return handle.status();
-  StreamState stream;
-  stream.config = config;
-  d.streams.emplace(*handle, std::move(stream));
-  d.streams_created.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<NativeStream>(*handle);
+  return state_->streams.CreateStream(device, config);
 }
-
 absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kStreamDestroy, device);
-  if (!status.ok()) {
-    return state_->FailDestroy(std::move(status), device, HandleKind::kStream,
-                               HandleValue(stream));
-  }
-  DeviceState& d = state_->device_state(device);
-  const SimProfile& profile = state_->options.profile;
-  {
-    State::MisuseReporter misuse(state_.get());
-    absl::MutexLock lock(&d.mu);
-    if (d.poisoned) return d.sticky;
-    absl::StatusOr<StreamState*> found = state_->FindStream(
-        d, device, stream, "DestroyStream", misuse, /*destroying=*/true);
-    if (!found.ok()) return found.status();
-    uintptr_t handle = HandleValue(stream);
-    // HIP ends the capture silently; CUDA leaves it undefined (the pools end
-    // it first): either way the capture loses this stream.
-    d.DetachFromCapture(handle);
-    if (profile.destroy_blocks_until_idle) {
-      // hipStreamDestroy waits for the work.
-      switch (d.WaitStreamIdle(handle, /*stop_on_fault=*/false)) {
-        case WaitResult::kPoisoned:
-          return d.sticky;
-        case WaitResult::kGone:
-          // ResetDevice destroyed it meanwhile: nothing left to do.
-          return absl::OkStatus();
-        case WaitResult::kIdle:
-        case WaitResult::kFaulted:
-          break;
-      }
-    }
-    d.Forget(HandleKind::kStream, handle);
-  }
-  ChargeLatency(profile.stream_destroy);
-  return absl::OkStatus();
+  return state_->streams.DestroyStream(device, stream);
 }
-
 absl::Status SimBackend::QueryStream(int device, NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kStreamQuery, device);
-  if (!status.ok()) return status;
-  ChargeLatency(state_->options.profile.query);
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  // The null (legacy default) stream exists on every device and stays idle.
-  if (stream == nullptr) return absl::OkStatus();
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "QueryStream", misuse);
-  if (!found.ok()) return found.status();
-  StreamState& s = **found;
-  uintptr_t handle = HandleValue(stream);
-  // Like cudaErrorStreamCaptureUnsupported: querying the capturing stream
-  // itself is illegal even in Relaxed mode, and kills the capture.
-  if (s.capture == CaptureStatus::kActive) {
-    d.InvalidateCapture(s.capture_id);
-    return CallerError(absl::StatusCode::kFailedPrecondition,
-                       absl::StrCat("QueryStream: stream ", Hex(handle),
-                                    " is capturing; capture invalidated"));
-  }
-  if (s.capture == CaptureStatus::kInvalidated) {
-    return CallerError(absl::StatusCode::kFailedPrecondition,
-                       absl::StrCat("QueryStream: stream ", Hex(handle),
-                                    " has an invalidated capture"));
-  }
-  if (!s.fault.ok()) return s.fault;
-  absl::Time latest;
-  if (d.PruneWork(&s.work, absl::Now(), &latest)) {
-    return NotReady("stream", handle);
-  }
-  return absl::OkStatus();
+  return state_->streams.QueryStream(device, stream);
 }
-
 absl::Status SimBackend::SynchronizeStream(int device, NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kStreamSynchronize, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  if (stream == nullptr) return absl::OkStatus();
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "SynchronizeStream", misuse);
-  if (!found.ok()) return found.status();
-  uintptr_t handle = HandleValue(stream);
-  if ((*found)->capture != CaptureStatus::kNone) {
-    d.InvalidateCapture((*found)->capture_id);
-    return CallerError(absl::StatusCode::kFailedPrecondition,
-                       absl::StrCat("SynchronizeStream: stream ", Hex(handle),
-                                    " is capturing; capture invalidated"));
-  }
-  switch (d.WaitStreamIdle(handle, /*stop_on_fault=*/true)) {
-    case WaitResult::kIdle:
-      return absl::OkStatus();
-    case WaitResult::kPoisoned:
-      return d.sticky;
-    case WaitResult::kFaulted:
-      return d.streams.find(handle)->second.fault;
-    case WaitResult::kGone:
-      break;
-  }
-  return FaultError(Fault::kResource, absl::StatusCode::kAborted,
-                    absl::StrCat("sim: stream ", Hex(handle),
-                                 " destroyed while synchronizing"));
+  return state_->streams.SynchronizeStream(device, stream);
 }
-
-// GetCaptureStatus, GetCaptureInfo and EndCapture: sim_capture.cc.
-
+absl::StatusOr<CaptureStatus> SimBackend::GetCaptureStatus(
+    int device, NativeStream stream) {
+  return state_->captures.GetCaptureStatus(device, stream);
+}
+absl::StatusOr<CaptureInfo> SimBackend::GetCaptureInfo(int device,
+                                                       NativeStream stream) {
+  return state_->captures.GetCaptureInfo(device, stream);
+}
+absl::Status SimBackend::EndCapture(int device, NativeStream stream) {
+  return state_->captures.EndCapture(device, stream);
+}
 absl::Status SimBackend::ResetStreamAttributes(int device,
                                                NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kResetAttributes, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  if (stream == nullptr) return absl::OkStatus();
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "ResetStreamAttributes", misuse);
-  if (!found.ok()) return found.status();
-  (*found)->attributes_dirty = false;
-  return absl::OkStatus();
+  return state_->streams.ResetStreamAttributes(device, stream);
 }
-
 bool SimBackend::HasResettableStreamAttributes(int) {
   return state_->options.profile.stream_attributes;
 }
-
 absl::Status SimBackend::StreamWaitEvent(int device, NativeStream stream,
                                          NativeEvent event) {
-  absl::Status status = state_->Enter(SimOp::kStreamWaitEvent, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  absl::StatusOr<EventState*> waited =
-      state_->FindEvent(d, device, event, "StreamWaitEvent", misuse);
-  if (!waited.ok()) return waited.status();
-  StreamState* waiter = nullptr;
-  if (stream != nullptr) {
-    absl::StatusOr<StreamState*> found =
-        state_->FindStream(d, device, stream, "StreamWaitEvent", misuse);
-    if (!found.ok()) return found.status();
-    waiter = *found;
-  }
-  if (absl::Status joined =
-          d.JoinCapture(**waited, HandleValue(stream), waiter);
-      !joined.ok()) {
-    return joined;
-  }
-  absl::Time latest;
-  if (waiter != nullptr && waiter->capture == CaptureStatus::kNone &&
-      d.PruneWork(&(*waited)->work, absl::Now(), &latest)) {
-    waiter->work.insert(waiter->work.end(), (*waited)->work.begin(),
-                        (*waited)->work.end());
-  }
-  d.wait_edges.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
+  return state_->streams.StreamWaitEvent(device, stream, event);
 }
 
-// --- Events ------------------------------------------------------------------
+// --- Backend: events
+// ----------------------------------------------------------
 
 absl::StatusOr<NativeEvent> SimBackend::CreateEvent(int device,
                                                     const EventConfig& config) {
-  absl::Status status = state_->Enter(SimOp::kEventCreate, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  status = State::CheckPoison(d);
-  if (!status.ok()) return status;
-  if (config.interprocess && !config.disable_timing) {
-    return CallerError(
-        absl::StatusCode::kInvalidArgument,
-        "CreateEvent: an interprocess event requires disable_timing");
-  }
-  ChargeLatency(state_->options.profile.event_create);
-  absl::MutexLock lock(&d.mu);
-  absl::StatusOr<uintptr_t> handle =
-      state_->NewHandleLocked(d, device, HandleKind::kEvent);
-  if (!handle.ok()) return handle.status();
-  EventState event;
-  event.config = config;
-  d.events.emplace(*handle, std::move(event));
-  d.events_created.fetch_add(1, std::memory_order_relaxed);
-  return reinterpret_cast<NativeEvent>(*handle);
+  return state_->events.CreateEvent(device, config);
 }
-
 absl::Status SimBackend::DestroyEvent(int device, NativeEvent event) {
-  absl::Status status = state_->Enter(SimOp::kEventDestroy, device);
-  if (!status.ok()) {
-    return state_->FailDestroy(std::move(status), device, HandleKind::kEvent,
-                               HandleValue(event));
-  }
-  DeviceState& d = state_->device_state(device);
-  {
-    State::MisuseReporter misuse(state_.get());
-    absl::MutexLock lock(&d.mu);
-    if (d.poisoned) return d.sticky;
-    absl::StatusOr<EventState*> found = state_->FindEvent(
-        d, device, event, "DestroyEvent", misuse, /*destroying=*/true);
-    if (!found.ok()) return found.status();
-    d.Forget(HandleKind::kEvent, HandleValue(event));
-  }
-  ChargeLatency(state_->options.profile.event_destroy);
-  return absl::OkStatus();
+  return state_->events.DestroyEvent(device, event);
 }
-
 absl::Status SimBackend::RecordEvent(int device, NativeEvent event,
                                      NativeStream stream) {
-  absl::Status status = state_->Enter(SimOp::kEventRecord, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  absl::StatusOr<EventState*> recorded =
-      state_->FindEvent(d, device, event, "RecordEvent", misuse);
-  if (!recorded.ok()) return recorded.status();
-  if (stream == nullptr) {
-    (*recorded)->work.clear();
-    (*recorded)->captured_in = 0;
-    return absl::OkStatus();
-  }
-  absl::StatusOr<StreamState*> found =
-      state_->FindStream(d, device, stream, "RecordEvent", misuse);
-  if (!found.ok()) return found.status();
-  if ((*found)->capture == CaptureStatus::kInvalidated) {
-    return CallerError(
-        absl::StatusCode::kFailedPrecondition,
-        absl::StrCat("RecordEvent: stream ", Hex(HandleValue(stream)),
-                     " has an invalidated capture"));
-  }
-  if ((*found)->capture == CaptureStatus::kActive) {
-    // A captured event: a node of the graph, not a point in executed work.
-    (*recorded)->work.clear();
-    (*recorded)->captured_in = (*found)->capture_id;
-    return absl::OkStatus();
-  }
-  absl::Time latest;
-  d.PruneWork(&(*found)->work, absl::Now(), &latest);
-  (*recorded)->work = (*found)->work;
-  (*recorded)->captured_in = 0;
-  return absl::OkStatus();
+  return state_->events.RecordEvent(device, event, stream);
 }
-
 absl::Status SimBackend::QueryEvent(int device, NativeEvent event) {
-  absl::Status status = state_->Enter(SimOp::kEventQuery, device);
-  if (!status.ok()) return status;
-  ChargeLatency(state_->options.profile.query);
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  absl::StatusOr<EventState*> found =
-      state_->FindEvent(d, device, event, "QueryEvent", misuse);
-  if (!found.ok()) return found.status();
-  if (absl::Status captured =
-          d.RefuseCapturedEvent(**found, "QueryEvent", HandleValue(event));
-      !captured.ok()) {
-    return captured;
-  }
-  absl::Time latest;
-  if (d.PruneWork(&(*found)->work, absl::Now(), &latest)) {
-    return NotReady("event", HandleValue(event));
-  }
-  return absl::OkStatus();
+  return state_->events.QueryEvent(device, event);
 }
-
 absl::Status SimBackend::SynchronizeEvent(int device, NativeEvent event) {
-  absl::Status status = state_->Enter(SimOp::kEventSynchronize, device);
-  if (!status.ok()) return status;
-  DeviceState& d = state_->device_state(device);
-  State::MisuseReporter misuse(state_.get());
-  absl::MutexLock lock(&d.mu);
-  if (d.poisoned) return d.sticky;
-  absl::StatusOr<EventState*> found =
-      state_->FindEvent(d, device, event, "SynchronizeEvent", misuse);
-  if (!found.ok()) return found.status();
-  if (absl::Status captured = d.RefuseCapturedEvent(**found, "SynchronizeEvent",
-                                                    HandleValue(event));
-      !captured.ok()) {
-    return captured;
-  }
-  switch (d.WaitEventIdle(HandleValue(event))) {
-    case WaitResult::kIdle:
-    case WaitResult::kFaulted:
-      return absl::OkStatus();
-    case WaitResult::kPoisoned:
-      return d.sticky;
-    case WaitResult::kGone:
-      break;
-  }
-  return FaultError(Fault::kResource, absl::StatusCode::kAborted,
-                    absl::StrCat("sim: event ", Hex(HandleValue(event)),
-                                 " destroyed while synchronizing"));
+  return state_->events.SynchronizeEvent(device, event);
 }
 
-// Allocate, Free and GetMemoryInfo: sim_memory.cc.
+// --- Backend: memory and IPC
+// --------------------------------------------------
+
+absl::StatusOr<void*> SimBackend::Allocate(int device, size_t bytes,
+                                           MemoryKind kind) {
+  return state_->memory.Allocate(device, bytes, kind);
+}
+absl::Status SimBackend::Free(int device, void* ptr, MemoryKind kind) {
+  return state_->memory.Free(device, ptr, kind);
+}
+absl::StatusOr<MemoryInfo> SimBackend::GetMemoryInfo(int device) {
+  return state_->memory.GetMemoryInfo(device);
+}
+absl::StatusOr<IpcMemHandle> SimBackend::GetIpcHandle(int device, void* ptr) {
+  return state_->memory.GetIpcHandle(device, ptr);
+}
+absl::StatusOr<void*> SimBackend::OpenIpcHandle(int device,
+                                                const IpcMemHandle& handle) {
+  return state_->memory.OpenIpcHandle(device, handle);
+}
+absl::Status SimBackend::CloseIpcHandle(int device, void* ptr) {
+  return state_->memory.CloseIpcHandle(device, ptr);
+}
+absl::StatusOr<AddressRange> SimBackend::GetAddressRange(int device,
+                                                         void* ptr) {
+  return state_->memory.GetAddressRange(device, ptr);
+}
+
+// --- Fault injection and test controls
+// ----------------------------------------
+
+void SimBackend::FailNext(SimOp op, absl::Status status, int device) {
+  if (status.ok()) {
+    // An injected OK would make a StatusOr primitive ill-formed.
+    state_->misuse.Report(absl::StrCat(
+        "FailNext(", SimOpName(op), "): the injected status must not be OK"));
+    return;
+  }
+  state_->faults.Queue(op, std::move(status), device);
+}
+void SimBackend::FaultStream(NativeStream stream, absl::Status status) {
+  state_->streams.FaultStream(stream, std::move(status));
+}
+void SimBackend::PoisonDevice(int device, absl::Status sticky) {
+  state_->devices.PoisonDevice(device, std::move(sticky));
+}
+// Spans the models: under the device's lock, in the lock order above.
+void SimBackend::ResetDevice(int device) {
+  if (!state_->devices.ValidDevice(device)) {
+    state_->misuse.Report(
+        absl::StrCat("ResetDevice: device ", device, " out of range"));
+    return;
+  }
+  DeviceState& d = state_->devices.device(device);
+  absl::MutexLock lock(&d.mu);
+  state_->captures.ResetDevice(d);
+  state_->graphs.ResetDevice(d);
+  state_->memory.ResetDevice(device);
+  d.ResetLocked();
+}
+void SimBackend::SubmitWork(NativeStream stream, absl::Duration duration) {
+  state_->streams.SubmitWork(stream, duration);
+}
+void SimBackend::CompleteAllWork() { state_->devices.CompleteAllWork(); }
+void SimBackend::CompleteWork(NativeStream stream) {
+  state_->streams.CompleteWork(stream);
+}
+void SimBackend::BeginCapture(NativeStream stream) {
+  absl::Status status = BeginCapture(stream, SimCaptureMode::kGlobal);
+  if (!status.ok()) state_->misuse.Report(std::string(status.message()));
+}
+void SimBackend::SetStreamAttribute(NativeStream stream) {
+  state_->streams.SetStreamAttribute(stream);
+}
+void SimBackend::SetMemoryLimit(int device, size_t bytes, MemoryKind kind) {
+  state_->memory.SetMemoryLimit(device, bytes, kind);
+}
+
+// --- Graph capture
+// ------------------------------------------------------------
+
+absl::Status SimBackend::BeginCapture(NativeStream stream, SimCaptureMode mode,
+                                      uint64_t owner) {
+  return state_->captures.BeginCapture(stream, mode, owner);
+}
+absl::StatusOr<SimGraph> SimBackend::EndCaptureToGraph(NativeStream stream) {
+  return state_->graphs.EndCaptureToGraph(stream);
+}
+absl::Status SimBackend::InstantiateGraph(SimGraph graph) {
+  return state_->graphs.InstantiateGraph(graph);
+}
+absl::Status SimBackend::LaunchGraph(SimGraph graph, NativeStream stream) {
+  return state_->graphs.LaunchGraph(graph, stream);
+}
+absl::Status SimBackend::DestroyGraph(SimGraph graph) {
+  return state_->graphs.DestroyGraph(graph);
+}
+void SimBackend::TouchMemory(NativeStream stream, const void* ptr,
+                             size_t bytes) {
+  state_->captures.TouchMemory(stream, ptr, bytes);
+}
+void SimBackend::ClaimMemory(const void* ptr, size_t bytes, uint64_t owner) {
+  state_->graphs.ClaimMemory(ptr, bytes, owner);
+}
+void SimBackend::ReleaseClaim(const void* ptr) {
+  state_->graphs.ReleaseClaim(ptr);
+}
+int SimBackend::live_graphs(int device) const {
+  return state_->graphs.live_graphs(device);
+}
+bool SimBackend::graph_launch_pending(SimGraph graph) const {
+  return state_->graphs.graph_launch_pending(graph);
+}
+int64_t SimBackend::graph_misuses() const {
+  return state_->graphs.graph_misuses();
+}
+std::vector<std::string> SimBackend::graph_misuse_log() const {
+  return state_->graphs.graph_misuse_log();
+}
+
+// --- Inspection
+// ---------------------------------------------------------------
+
+int SimBackend::live_streams(int device) const {
+  return state_->streams.live_streams(device);
+}
+int64_t SimBackend::streams_created() const {
+  return state_->devices.Sum(&DeviceState::streams_created);
+}
+int64_t SimBackend::streams_destroyed() const {
+  return state_->devices.Sum(&DeviceState::streams_destroyed);
+}
+int SimBackend::live_events(int device) const {
+  return state_->events.live_events(device);
+}
+int64_t SimBackend::events_created() const {
+  return state_->devices.Sum(&DeviceState::events_created);
+}
+int64_t SimBackend::events_destroyed() const {
+  return state_->devices.Sum(&DeviceState::events_destroyed);
+}
+int SimBackend::live_allocations(int device) const {
+  return state_->memory.live_allocations(device);
+}
+size_t SimBackend::bytes_allocated(int device, MemoryKind kind) const {
+  return state_->memory.bytes_allocated(device, kind);
+}
+int64_t SimBackend::allocations_made() const {
+  return state_->memory.allocations_made();
+}
+int64_t SimBackend::allocations_freed() const {
+  return state_->memory.allocations_freed();
+}
+int64_t SimBackend::calls(SimOp op) const { return state_->faults.calls(op); }
+int64_t SimBackend::total_calls() const { return state_->faults.total_calls(); }
+int64_t SimBackend::calls_on_device(int device) const {
+  return state_->faults.calls_on_device(device);
+}
+int64_t SimBackend::stream_wait_edges() const {
+  return state_->devices.Sum(&DeviceState::wait_edges);
+}
+bool SimBackend::is_live_stream(NativeStream stream) const {
+  return state_->streams.is_live_stream(stream);
+}
+bool SimBackend::is_live_event(NativeEvent event) const {
+  return state_->events.is_live_event(event);
+}
+bool SimBackend::has_pending_work(NativeStream stream) const {
+  return state_->streams.has_pending_work(stream);
+}
+bool SimBackend::attributes_dirty(NativeStream stream) const {
+  return state_->streams.attributes_dirty(stream);
+}
+bool SimBackend::is_poisoned(int device) const {
+  return state_->devices.is_poisoned(device);
+}
+int64_t SimBackend::misuse_count() const { return state_->misuse.count(); }
+std::vector<std::string> SimBackend::misuse_messages() const {
+  return state_->misuse.messages();
+}
+absl::Status SimBackend::CheckNoLeaks() const {
+  std::vector<std::string> leaks = state_->CollectLeaks();
+  if (leaks.empty()) return absl::OkStatus();
+  constexpr size_t kShown = 10;
+  std::string shown = absl::StrJoin(
+      leaks.begin(), leaks.begin() + std::min(leaks.size(), kShown), "; ");
+  if (leaks.size() > kShown) absl::StrAppend(&shown, "; ...");
+  return absl::FailedPreconditionError(
+      absl::StrCat("sim: ", leaks.size(), " handle(s) still live: ", shown));
+}
+const SimProfile& SimBackend::profile() const {
+  return state_->options.profile;
+}
+
+// --- IPC inspection
+// -----------------------------------------------------------
+
+void* SimBackend::ExportedBytes(void* ptr) const {
+  return state_->ipc.ExportedBytes(reinterpret_cast<uintptr_t>(ptr));
+}
+int SimBackend::ipc_importers(void* ptr) const {
+  return state_->ipc.ImportersOf(reinterpret_cast<uintptr_t>(ptr));
+}
+int64_t SimBackend::ipc_exports() const { return state_->ipc.exports(); }
+int64_t SimBackend::ipc_maps() const { return state_->ipc.maps(); }
+int64_t SimBackend::ipc_unmaps() const { return state_->ipc.unmaps(); }
+int SimBackend::ipc_mappings_live() const {
+  return state_->ipc.mappings_live();
+}
 
 }  // namespace gpupool

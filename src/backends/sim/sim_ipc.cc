@@ -1,4 +1,5 @@
-// SimIpc: the simulator's shared-memory IPC registry (sim_ipc.h says how).
+// SimIpcRegistry: the simulator's shared-memory IPC registry (sim_ipc.h says
+// how).
 
 #include "src/backends/sim/sim_ipc.h"
 
@@ -170,12 +171,12 @@ void* DataOf(SegmentHeader* header) {
 
 }  // namespace
 
-SimIpc::SimIpc(const std::string& ipc_namespace)
+SimIpcRegistry::SimIpcRegistry(const std::string& ipc_namespace)
     : namespace_(SanitizedNamespace(ipc_namespace)),
       instance_(RandomInstance()),
       pid_(getpid()) {}
 
-SimIpc::~SimIpc() {
+SimIpcRegistry::~SimIpcRegistry() {
   absl::MutexLock lock(&mu_);
   for (auto& [address, segment] : exported_) {
     // Not from a fork() child: the segments are its parent's.
@@ -192,11 +193,12 @@ SimIpc::~SimIpc() {
   }
 }
 
-std::string SimIpc::SegmentPath(uint64_t instance, uint64_t export_id) const {
+std::string SimIpcRegistry::SegmentPath(uint64_t instance,
+                                        uint64_t export_id) const {
   return absl::StrFormat("sim-%s-%016x-%x", namespace_, instance, export_id);
 }
 
-void SimIpc::Unmap(Segment& segment) {
+void SimIpcRegistry::Unmap(Segment& segment) {
   if (segment.header != nullptr) {
     munmap(segment.header, kSegmentDataOffset + segment.mapped_bytes);
   }
@@ -216,8 +218,9 @@ void ReapIfDead(const std::string& name, void* /*unused*/) {
 
 }  // namespace
 
-absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
-                                            size_t bytes) {
+absl::StatusOr<IpcMemHandle> SimIpcRegistry::Export(int device,
+                                                    uintptr_t address,
+                                                    size_t bytes) {
   absl::MutexLock lock(&mu_);
   if (!reaped_) {
     // The first export of this instance reaps what killed exporters of
@@ -272,7 +275,7 @@ absl::StatusOr<IpcMemHandle> SimIpc::Export(int device, uintptr_t address,
   return handle;
 }
 
-int SimIpc::OnFree(uintptr_t address) {
+int SimIpcRegistry::OnFree(uintptr_t address) {
   absl::MutexLock lock(&mu_);
   auto it = exported_.find(address);
   if (it == exported_.end()) return 0;
@@ -286,20 +289,21 @@ int SimIpc::OnFree(uintptr_t address) {
   return importers;
 }
 
-void* SimIpc::ExportedBytes(uintptr_t address) const {
+void* SimIpcRegistry::ExportedBytes(uintptr_t address) const {
   absl::MutexLock lock(&mu_);
   auto it = exported_.find(address);
   return it == exported_.end() ? nullptr : DataOf(it->second.header);
 }
 
-int SimIpc::ImportersOf(uintptr_t address) const {
+int SimIpcRegistry::ImportersOf(uintptr_t address) const {
   absl::MutexLock lock(&mu_);
   auto it = exported_.find(address);
   if (it == exported_.end()) return 0;
   return LiveImporters(it->second.fd, *it->second.header);
 }
 
-absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
+absl::StatusOr<void*> SimIpcRegistry::Open(int device,
+                                           const IpcMemHandle& handle) {
   absl::StatusOr<DecodedHandle> decoded = Decode(handle);
   if (!decoded.ok()) return decoded.status();
   if (decoded->pid == getpid()) {
@@ -397,7 +401,7 @@ absl::StatusOr<void*> SimIpc::Open(int device, const IpcMemHandle& handle) {
   return ptr;
 }
 
-absl::Status SimIpc::Close(int device, void* ptr) {
+absl::Status SimIpcRegistry::Close(int device, void* ptr) {
   absl::MutexLock lock(&mu_);
   auto where = by_address_.find(reinterpret_cast<uintptr_t>(ptr));
   if (where == by_address_.end()) {
@@ -421,7 +425,8 @@ absl::Status SimIpc::Close(int device, void* ptr) {
   return absl::OkStatus();
 }
 
-std::optional<AddressRange> SimIpc::RangeOf(int device, void* ptr) const {
+std::optional<AddressRange> SimIpcRegistry::RangeOf(int device,
+                                                    void* ptr) const {
   const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
   absl::MutexLock lock(&mu_);
   for (const auto& [base, key] : by_address_) {
@@ -435,19 +440,19 @@ std::optional<AddressRange> SimIpc::RangeOf(int device, void* ptr) const {
   return std::nullopt;
 }
 
-int64_t SimIpc::exports() const {
+int64_t SimIpcRegistry::exports() const {
   absl::MutexLock lock(&mu_);
   return exports_;
 }
-int64_t SimIpc::maps() const {
+int64_t SimIpcRegistry::maps() const {
   absl::MutexLock lock(&mu_);
   return maps_;
 }
-int64_t SimIpc::unmaps() const {
+int64_t SimIpcRegistry::unmaps() const {
   absl::MutexLock lock(&mu_);
   return unmaps_;
 }
-int SimIpc::mappings_live() const {
+int SimIpcRegistry::mappings_live() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(imported_.size());
 }

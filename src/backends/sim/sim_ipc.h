@@ -1,5 +1,6 @@
-// SimBackend's interprocess memory: export, open and close across real
-// processes, through a registry the simulator owns in shared memory.
+// SimIpcRegistry: the simulator's interprocess memory registry. Export, open
+// and close across real processes go through segments it owns in shared
+// memory; the IPC primitives (sim_memory.h) call it.
 //
 // Every exported allocation gets one segment, an owner-only file in the
 // user's shared-memory directory (base/owner_files.h: O_NOFOLLOW, fstat
@@ -21,7 +22,8 @@
 // alive it holds a shared flock(2) on each of its segments: the kernel drops
 // it when the process exits, however it exits.
 //
-// Thread safety: all methods may be called concurrently (one mutex).
+// Thread safety: all methods may be called concurrently (one mutex, the last
+// in the simulator's lock order: callers may hold a device's memory lock).
 
 #ifndef GPUPOOL_SRC_BACKENDS_SIM_SIM_IPC_H_
 #define GPUPOOL_SRC_BACKENDS_SIM_SIM_IPC_H_
@@ -46,14 +48,14 @@ namespace sim_internal {
 
 struct SegmentHeader;
 
-class SimIpc {
+class SimIpcRegistry {
  public:
   // `ipc_namespace` names the registry (empty: one per user).
-  explicit SimIpc(const std::string& ipc_namespace);
+  explicit SimIpcRegistry(const std::string& ipc_namespace);
   // Removes this process's segments and unmaps its imports.
-  ~SimIpc();
-  SimIpc(const SimIpc&) = delete;
-  SimIpc& operator=(const SimIpc&) = delete;
+  ~SimIpcRegistry();
+  SimIpcRegistry(const SimIpcRegistry&) = delete;
+  SimIpcRegistry& operator=(const SimIpcRegistry&) = delete;
 
   // --- Exporter --------------------------------------------------------------
   // The handle of the live allocation [address, address + bytes) on `device`;
