@@ -144,8 +144,10 @@ struct GPUPOOL_EXPORT IpcWaitingVersion {
   uint64_t version = 0;
   // Processes holding the version when the stats were taken, this one
   // included while it leases its own handle; kIpcCountedImporters means at
-  // least that many. 0: nobody holds it now; it is freed at the next Export
-  // or AllocationCache::Trim.
+  // least that many (a process that came when all were counted is never
+  // counted, so after more holders than that it may read low, never high).
+  // The version is freed at the next Export or AllocationCache::Trim once no
+  // process holds it, counted or not.
   int importers = 0;
 };
 
