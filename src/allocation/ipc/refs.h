@@ -130,8 +130,10 @@ class IpcRefs {
   // than the recheck interval since the last probe; false for good once a
   // probe found the exporter dead. The interval is kLivenessBoundNs less one
   // tick of CLOCK_MONOTONIC_COARSE, so a call that starts kLivenessBoundNs
-  // or more after the exporter's death returns false. Between probes it
-  // costs one vDSO clock read.
+  // or more after the exporter's death returns false (while the coarse
+  // clock lags real time by no more than its tick, as it does unless the
+  // machine's ticks are held back). Between probes it costs one vDSO clock
+  // read.
   bool RecentlyAlive() const;
 
   // Removes the tables of this user's exporters that died without removing
