@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -129,12 +130,35 @@ class GPUPOOL_EXPORT ImportedBuffer {
   bool local_ = false;
 };
 
+// Importers counted per waiting version: a count of this many reads "at
+// least this many" (further importers still keep the version alive; they
+// are not counted).
+inline constexpr int kIpcCountedImporters = 64;
+
+// A buffer version this cache freed (the buffer grew, or was released) that
+// waits for processes that still map it (IpcStats::waiting).
+struct GPUPOOL_EXPORT IpcWaitingVersion {
+  std::string name;  // the stable buffer's name
+  int device = -1;
+  uint64_t buffer_id = 0;
+  uint64_t version = 0;
+  // Processes holding the version when the stats were taken, this one
+  // included while it leases its own handle; kIpcCountedImporters means at
+  // least that many (a process that came when all were counted is never
+  // counted, so after more holders than that it may read low, never high).
+  // The version is freed at the next Export or AllocationCache::Trim once no
+  // process holds it, counted or not.
+  int importers = 0;
+};
+
 // The IPC counters of one AllocationCache (StableBuffers::GetIpcStats).
 struct GPUPOOL_EXPORT IpcStats {
   // Exporter side.
   int64_t export_calls = 0;      // StableBuffers::Export calls
   int64_t exports = 0;           // buffer versions exported (runtime calls)
   int64_t versions_waiting = 0;  // freed versions an importer still maps
+  // Those versions, and how many processes each waits on.
+  std::vector<IpcWaitingVersion> waiting;
   // Importer side.
   int64_t imports = 0;        // Import calls that returned a lease
   int64_t import_hits = 0;    // ... served by an open mapping

@@ -95,13 +95,17 @@ class GPUPOOL_EXPORT StableBuffers {
   // handle of another cache of this process, or a field that disagrees with
   // what the exporter recorded: runtime bytes, slot, buffer id, device,
   // offset + bytes past the extent); NotFound (stale: the exporter freed that
-  // version, a newer one was imported, or the exporter is gone or died);
+  // version, a newer one was imported, or the exporter is gone or died; an
+  // open mapping of it is served no more from 10 ms after its death, and
+  // stays valid for the leases already out);
   // PermissionDenied (a shared file that is not this user's own);
   // FailedPrecondition (poisoned device, forked, exiting); the runtime's open
   // error. Sharing is between processes of one user (docs/allocation_cache.md,
   // "Trust model").
   absl::StatusOr<ImportedBuffer> Import(const IpcHandle& handle, int device);
-  // The cache's export and import counters.
+  // The cache's export and import counters, and the versions that wait for
+  // the processes still holding them (IpcStats::waiting: one F_OFD_GETLK
+  // query per waiting version that nobody holds, 65 per one that is held).
   IpcStats GetIpcStats() const;
 
  private:

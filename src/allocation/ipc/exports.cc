@@ -125,6 +125,7 @@ absl::StatusOr<IpcHandle> IpcExports::Export(absl::string_view name, int device,
   absl::StatusOr<IpcMemHandle> runtime = backend_.GetIpcHandle(device, ptr);
   if (!runtime.ok()) return runtime.status();
   Version version;
+  version.name = std::string(name);
   version.ptr = ptr;
   version.generation = generation;
   version.handle.runtime = *runtime;
@@ -291,9 +292,18 @@ int64_t IpcExports::export_calls() const {
   MutexLock lock(&mu_);
   return export_calls_;
 }
-int64_t IpcExports::versions_waiting() const {
+std::vector<IpcWaitingVersion> IpcExports::WaitingVersions() const {
+  std::vector<IpcWaitingVersion> versions;
   MutexLock lock(&mu_);
-  return static_cast<int64_t>(waiting_.size());
+  for (const Version& waiting : waiting_) {
+    IpcWaitingVersion& version = versions.emplace_back();
+    version.name = waiting.name;
+    version.device = waiting.handle.device;
+    version.buffer_id = waiting.handle.buffer_id;
+    version.version = waiting.handle.version;
+    version.importers = refs_->Importers(waiting.handle.slot);
+  }
+  return versions;
 }
 
 }  // namespace gpupool::internal

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -88,12 +89,15 @@ class IpcExports {
   absl::StatusOr<void*> LocalPointer(const IpcHandle& handle, bool pin);
   void UnpinLocal(uint32_t slot, uint64_t version);
 
-  int64_t exports() const;           // versions exported
-  int64_t export_calls() const;      // Export calls
-  int64_t versions_waiting() const;  // freed versions still mapped
+  int64_t exports() const;       // versions exported
+  int64_t export_calls() const;  // Export calls
+  // Freed versions still mapped, each with the processes that hold it now
+  // (counted on the table's count bytes: ipc/refs.h).
+  std::vector<IpcWaitingVersion> WaitingVersions() const;
 
  private:
   struct Version {
+    std::string name;
     IpcHandle handle;
     void* ptr = nullptr;
     uint64_t generation = 0;  // the device's, when `ptr` was allocated

@@ -43,14 +43,6 @@ void ImportedBuffer::Release() {
   local_ = false;
 }
 
-std::string IpcStats::ToString() const {
-  return absl::StrFormat(
-      "exports=%d (calls %d, waiting %d) imports=%d (hits %d, local %d) "
-      "opens=%d closes=%d dropped=%d mappings=%d leases=%d",
-      exports, export_calls, versions_waiting, imports, import_hits,
-      local_imports, opens, closes, dropped, mappings_live, import_leases);
-}
-
 namespace internal {
 namespace {
 
@@ -66,13 +58,16 @@ IpcImports::IpcImports(Backend& backend, const PoolLifetime& lifetime,
                        IpcExports& exports)
     : backend_(backend), lifetime_(lifetime), exports_(exports) {}
 
-ImportedBuffer IpcImports::MakeLease(IpcMapping* mapping, bool local,
-                                     void* data) {
+ImportedBuffer IpcImports::MakeLease(IpcMapping* mapping, void* base,
+                                     const IpcHandle& handle, int device) {
   ImportedBuffer lease;
   lease.imports_ = shared_from_this();
   lease.mapping_ = mapping;
-  lease.data_ = data;
-  lease.local_ = local;
+  lease.data_ = static_cast<char*>(base) + handle.offset;
+  lease.local_ = mapping->local;
+  lease.size_ = handle.bytes;
+  lease.device_ = device;
+  lease.version_ = handle.version;
   return lease;
 }
 
@@ -134,12 +129,7 @@ absl::StatusOr<ImportedBuffer> IpcImports::ImportLocal(const IpcHandle& handle,
   ++entry->leases;
   ++stats_.imports;
   ++stats_.local_imports;
-  ImportedBuffer lease =
-      MakeLease(entry.get(), true, static_cast<char*>(*local) + handle.offset);
-  lease.size_ = handle.bytes;
-  lease.device_ = device;
-  lease.version_ = handle.version;
-  return lease;
+  return MakeLease(entry.get(), *local, handle, device);
 }
 
 absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
@@ -150,6 +140,7 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
   const Key key{handle.exporter_id, handle.buffer_id, device};
   std::unique_ptr<IpcMapping> to_close;
   IpcMapping* mapping = nullptr;
+  absl::Status dead;
   {
     MutexLock lock(&mu_);
     while (true) {
@@ -174,22 +165,26 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
             handle.bytes > known->extent - handle.offset) {
           return CheckExtent(handle, known->extent, "the mapped allocation");
         }
-        ++known->leases;
-        ++stats_.imports;
-        ++stats_.import_hits;
-        ImportedBuffer lease = MakeLease(
-            known, false, static_cast<char*>(known->base) + handle.offset);
-        lease.size_ = handle.bytes;
-        lease.device_ = device;
-        lease.version_ = handle.version;
-        return lease;
+        // The exporter still lives (asked again at most once per recheck
+        // interval: refs.h). A dead one's mapping goes like a superseded
+        // one, once its last lease does.
+        if (known->refs->RecentlyAlive()) {
+          ++known->leases;
+          ++stats_.imports;
+          ++stats_.import_hits;
+          return MakeLease(known, known->base, handle, device);
+        }
+        dead = absl::NotFoundError(
+            absl::StrFormat("%s: stale handle: the exporting cache %016x died",
+                            kWhere, handle.exporter_id));
       }
       if (known->handle.version > handle.version) {
         return absl::NotFoundError(
             absl::StrCat(kWhere, ": stale handle: version ", handle.version,
                          " was superseded by version ", known->handle.version));
       }
-      // A newer version: the old mapping goes once its leases are gone.
+      // A newer version (or a dead exporter): the old mapping goes once its
+      // leases are gone.
       std::unique_ptr<IpcMapping> old = std::move(it->second);
       current_.erase(it);
       old->superseded = true;
@@ -200,13 +195,16 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
       }
       break;
     }
-    auto fresh = std::make_unique<IpcMapping>();
-    fresh->handle = handle;
-    fresh->device = device;
-    mapping = fresh.get();
-    current_.emplace(key, std::move(fresh));
+    if (dead.ok()) {
+      auto fresh = std::make_unique<IpcMapping>();
+      fresh->handle = handle;
+      fresh->device = device;
+      mapping = fresh.get();
+      current_.emplace(key, std::move(fresh));
+    }
   }
   if (to_close != nullptr) CloseMapping(std::move(to_close));
+  if (!dead.ok()) return dead;
 
   absl::StatusOr<Opened> opened = Open(handle, device);
   MutexLock lock(&mu_);
@@ -222,12 +220,7 @@ absl::StatusOr<ImportedBuffer> IpcImports::Import(const IpcHandle& handle,
   mapping->leases = 1;
   ++stats_.opens;
   ++stats_.imports;
-  ImportedBuffer lease = MakeLease(
-      mapping, false, static_cast<char*>(opened->base) + handle.offset);
-  lease.size_ = handle.bytes;
-  lease.device_ = device;
-  lease.version_ = handle.version;
-  return lease;
+  return MakeLease(mapping, opened->base, handle, device);
 }
 
 absl::StatusOr<IpcImports::Opened> IpcImports::Open(const IpcHandle& handle,
@@ -434,10 +427,12 @@ void IpcImports::FillStats(IpcStats* stats) const {
   const int64_t export_calls = stats->export_calls;
   const int64_t exports = stats->exports;
   const int64_t waiting = stats->versions_waiting;
+  std::vector<IpcWaitingVersion> waiting_versions = std::move(stats->waiting);
   *stats = stats_;
   stats->export_calls = export_calls;
   stats->exports = exports;
   stats->versions_waiting = waiting;
+  stats->waiting = std::move(waiting_versions);
   stats->mappings_live = 0;
   stats->import_leases = 0;
   for (const auto& [version, m] : local_) stats->import_leases += m->leases;

@@ -80,7 +80,9 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
     uint64_t extent = 0;
   };
 
-  ImportedBuffer MakeLease(IpcMapping* mapping, bool local, void* data);
+  // A lease on `handle`'s bytes of `mapping`, whose memory is at `base`.
+  ImportedBuffer MakeLease(IpcMapping* mapping, void* base,
+                           const IpcHandle& handle, int device);
   absl::StatusOr<ImportedBuffer> ImportLocal(const IpcHandle& handle,
                                              int device);
   // Checks the handle against its exporter's binding, pins, opens, learns

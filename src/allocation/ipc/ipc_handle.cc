@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace gpupool {
 namespace {
@@ -108,6 +109,22 @@ absl::StatusOr<IpcHandle> IpcHandle::Parse(absl::string_view wire) {
   std::memcpy(handle.runtime.bytes.data(), wire.data() + kRuntimeAt,
               kIpcMemHandleBytes);
   return handle;
+}
+
+std::string IpcStats::ToString() const {
+  std::string out = absl::StrFormat(
+      "exports=%d (calls %d, waiting %d) imports=%d (hits %d, local %d) "
+      "opens=%d closes=%d dropped=%d mappings=%d leases=%d",
+      exports, export_calls, versions_waiting, imports, import_hits,
+      local_imports, opens, closes, dropped, mappings_live, import_leases);
+  for (const IpcWaitingVersion& version : waiting) {
+    absl::StrAppendFormat(
+        &out, "\n  waiting: \"%s\" device %d version %d on %s%d importers",
+        version.name, version.device, version.version,
+        version.importers >= kIpcCountedImporters ? "at least " : "",
+        version.importers);
+  }
+  return out;
 }
 
 }  // namespace gpupool

@@ -95,7 +95,8 @@ IpcStats IpcSharing::GetIpcStats() const {
   IpcStats stats;
   stats.export_calls = exports_.export_calls();
   stats.exports = exports_.exports();
-  stats.versions_waiting = exports_.versions_waiting();
+  stats.waiting = exports_.WaitingVersions();
+  stats.versions_waiting = static_cast<int64_t>(stats.waiting.size());
   imports_->FillStats(&stats);
   return stats;
 }

@@ -6,14 +6,17 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gpupool/ipc_handle.h"
 #include "src/base/owner_files.h"
 
 namespace gpupool::internal {
@@ -27,18 +30,59 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 uint64_t TagOf(uint64_t word) { return word; }
 uint64_t Word(uint64_t tag, uint64_t /*unused*/) { return tag; }
 
-// An open-file-description lock of `type` on byte `slot`; false when
-// another open file description holds a conflicting one (never waits).
-bool LockSlot(int fd, short type, uint32_t slot) {  // NOLINT(runtime/int)
+// Lock bytes (advisory locks: their offsets say nothing of the data there,
+// and may run past the file's end): the pins at [0, kSlots), the exporter's
+// liveness byte, then each slot's count range.
+static_assert(IpcRefs::kCountedImporters == kIpcCountedImporters);
+
+constexpr off_t kLivenessByte = IpcRefs::kSlots;
+constexpr off_t kCountBytesAt = 2 * off_t{IpcRefs::kSlots};
+off_t CountByte(uint32_t slot, int index) {
+  return kCountBytesAt + off_t{slot} * IpcRefs::kCountedImporters + index;
+}
+
+// An open-file-description lock of `type` on `bytes` bytes at `at`; false
+// when another open file description holds a conflicting one (never waits).
+bool LockBytes(int fd, short type, off_t at,  // NOLINT(runtime/int)
+               off_t bytes = 1) {
   struct flock lock = {};
   lock.l_type = type;
   lock.l_whence = SEEK_SET;
-  lock.l_start = static_cast<off_t>(slot);
-  lock.l_len = 1;
+  lock.l_start = at;
+  lock.l_len = bytes;
   while (fcntl(fd, F_OFD_SETLK, &lock) != 0) {
     if (errno != EINTR) return false;
   }
   return true;
+}
+bool LockSlot(int fd, short type, uint32_t slot) {  // NOLINT(runtime/int)
+  return LockBytes(fd, type, static_cast<off_t>(slot));
+}
+
+// Whether another open file description holds a lock on any of `bytes`
+// bytes at `at` (a query: nothing is taken).
+bool Held(int fd, off_t at, off_t bytes = 1) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = at;
+  lock.l_len = bytes;
+  return fcntl(fd, F_OFD_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+}
+
+int64_t CoarseNowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// kLivenessBoundNs less one tick of the coarse clock (which lags real time
+// by up to a tick): see RecentlyAlive.
+int64_t RecheckNs() {
+  timespec tick = {0, 0};
+  clock_getres(CLOCK_MONOTONIC_COARSE, &tick);
+  const int64_t tick_ns = int64_t{tick.tv_sec} * 1'000'000'000 + tick.tv_nsec;
+  return std::max<int64_t>(0, IpcRefs::kLivenessBoundNs - tick_ns);
 }
 
 }  // namespace
@@ -82,7 +126,9 @@ IpcRefs::IpcRefs(std::string name, bool owner, void* table, int lock_fd,
       creator_pid_(getpid()),
       lock_fd_(lock_fd),
       pin_fd_(pin_fd),
-      pins_(kSlots, 0) {
+      pins_(kSlots, 0),
+      count_bytes_(kSlots, -1),
+      recheck_ns_(RecheckNs()) {
   static_assert(sizeof(Record) == 4 * sizeof(uint64_t));
 }
 
@@ -100,11 +146,16 @@ absl::StatusOr<std::unique_ptr<IpcRefs>> IpcRefs::Create(uint64_t exporter_id) {
   }
   // CreateOwnerFile's shared flock says "the exporter is alive" until this
   // process dies; a second open file description carries our own pins.
+  // The liveness byte's lock says the same to importers' hits, which probe
+  // it with a query.
   void* table = MapTable(*fd);
   absl::StatusOr<int> pin_fd = absl::InternalError("not opened");
-  if (table != nullptr) pin_fd = OpenOwnerFile(name, kTableBytes);
+  if (table != nullptr && LockBytes(*fd, F_WRLCK, kLivenessByte)) {
+    pin_fd = OpenOwnerFile(name, kTableBytes);
+  }
   const int error = errno;
   if (table == nullptr || !pin_fd.ok()) {
+    if (pin_fd.ok()) close(*pin_fd);
     if (table != nullptr) munmap(table, kTableBytes);
     close(*fd);
     UnlinkOwnerFile(name);
@@ -161,7 +212,26 @@ IpcRefs::~IpcRefs() {
 }
 
 bool IpcRefs::Alive() const {
-  return !OwnerFileCreatorDead(name_, kTableBytes);
+  const int64_t started = CoarseNowNs();  // before the probe: see below
+  // A query, unlike a flock probe (which takes the lock for a moment and so
+  // can make another prober see a dead exporter alive).
+  const bool alive =
+      !dead_.load(std::memory_order_relaxed) && Held(lock_fd_, kLivenessByte);
+  if (!alive) dead_.store(true, std::memory_order_relaxed);
+  // Published after the verdict: whoever reads this time sees a dead one.
+  probed_at_ns_.store(started, std::memory_order_release);
+  return alive;
+}
+
+bool IpcRefs::RecentlyAlive() const {
+  // A probe that started after the exporter's death stored a dead verdict
+  // before its start time; one that started before it stored an older time,
+  // which the coarse clock passes by more than recheck_ns_ once
+  // kLivenessBoundNs have gone since the death.
+  const int64_t probed_at = probed_at_ns_.load(std::memory_order_acquire);
+  if (dead_.load(std::memory_order_relaxed)) return false;
+  if (CoarseNowNs() - probed_at <= recheck_ns_) return true;
+  return Alive();
 }
 
 namespace {
@@ -253,6 +323,14 @@ bool IpcRefs::Pin(uint32_t slot, uint64_t tag) {
       LockSlot(pin_fd_, F_UNLCK, slot);
       return false;
     }
+    // Counted on the first free count byte, if any is (stats only).
+    count_bytes_[slot] = -1;
+    for (int index = 0; index < kCountedImporters; ++index) {
+      if (LockBytes(pin_fd_, F_WRLCK, CountByte(slot, index))) {
+        count_bytes_[slot] = static_cast<int8_t>(index);
+        break;
+      }
+    }
   } else if (TagOf(words_[slot].load(std::memory_order_acquire)) != tag) {
     return false;  // our lock pins another version of this slot
   }
@@ -264,17 +342,29 @@ void IpcRefs::Unpin(uint32_t slot, uint64_t tag) {
   if (slot >= kSlots) return;
   MutexLock lock(&mu_);
   if (pins_[slot] == 0) return;  // not ours to drop
-  if (--pins_[slot] == 0) LockSlot(pin_fd_, F_UNLCK, slot);
+  if (--pins_[slot] > 0) return;
+  if (count_bytes_[slot] >= 0) {
+    LockBytes(pin_fd_, F_UNLCK, CountByte(slot, count_bytes_[slot]));
+    count_bytes_[slot] = -1;
+  }
+  LockSlot(pin_fd_, F_UNLCK, slot);
 }
 
 bool IpcRefs::Pinned(uint32_t slot) const {
   if (slot >= kSlots) return false;
-  struct flock lock = {};
-  lock.l_type = F_WRLCK;
-  lock.l_whence = SEEK_SET;
-  lock.l_start = static_cast<off_t>(slot);
-  lock.l_len = 1;
-  return fcntl(lock_fd_, F_OFD_GETLK, &lock) == 0 && lock.l_type != F_UNLCK;
+  return Held(lock_fd_, static_cast<off_t>(slot));
+}
+
+int IpcRefs::Importers(uint32_t slot) const {
+  if (slot >= kSlots ||
+      !Held(lock_fd_, CountByte(slot, 0), kCountedImporters)) {
+    return 0;
+  }
+  int importers = 0;
+  for (int index = 0; index < kCountedImporters; ++index) {
+    importers += Held(lock_fd_, CountByte(slot, index));
+  }
+  return importers;
 }
 
 }  // namespace gpupool::internal

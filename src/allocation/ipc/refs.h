@@ -22,9 +22,21 @@
 // reports the handle stale, never maps freed memory. A process pins a slot
 // once per table however many of its mappings use it (a local count).
 //
+// Counting: beside its pin, an importer holds an open-file-description
+// write lock on one of kCountedImporters bytes of its slot's count range
+// (the first free one; none when all are taken). The exporter counts the
+// held bytes with F_OFD_GETLK probes: how many processes wait on a version.
+// The count is for stats only; the pin alone decides when a version is freed,
+// so an importer that found every count byte taken still pins.
+//
 // Liveness: the exporter holds a shared flock(2) on the table while it
-// lives; an importer that can take it exclusively knows the exporter died
-// (its table is then reaped; see ReapDeadTables).
+// lives (what the reapers and a first attach probe; see ReapDeadTables),
+// and an open-file-description write lock on the liveness byte, which an
+// importer probes with F_OFD_GETLK (a query: it takes nothing, so probes
+// never disturb each other). The probe's verdict is remembered: import hits
+// ask it again at most once per recheck interval (RecentlyAlive), and a
+// table found dead stays dead. The exporter takes the liveness byte right
+// after it made the table, before any handle of it exists.
 //
 // Each slot also holds the version's binding, written by the exporter
 // before the tag is published: a digest of the runtime handle bytes, the
@@ -70,6 +82,11 @@ struct IpcSlotBinding {
 class IpcRefs {
  public:
   static constexpr uint32_t kSlots = 4096;
+  // Count bytes per slot: counts above it read as this many.
+  static constexpr int kCountedImporters = 64;
+  // An import hit that starts this long after the exporter died sees it
+  // dead (RecentlyAlive).
+  static constexpr int64_t kLivenessBoundNs = 10'000'000;
 
   // Exporter: creates the table of `exporter_id`.
   static absl::StatusOr<std::unique_ptr<IpcRefs>> Create(uint64_t exporter_id);
@@ -103,8 +120,21 @@ class IpcRefs {
   void Unpin(uint32_t slot, uint64_t tag);
   // Whether a live process other than the prober pins the slot now.
   bool Pinned(uint32_t slot) const;
-  // Whether the table's exporter still lives (holds its liveness lock).
+  // Exporter: how many processes hold a count byte of `slot` now (at most
+  // kCountedImporters, which reads "at least that many").
+  int Importers(uint32_t slot) const;
+  // Whether the table's exporter still lives (holds its liveness lock):
+  // probes now, and remembers the verdict for RecentlyAlive.
   bool Alive() const;
+  // Alive(), probed again only when the coarse monotonic clock shows more
+  // than the recheck interval since the last probe; false for good once a
+  // probe found the exporter dead. The interval is kLivenessBoundNs less one
+  // tick of CLOCK_MONOTONIC_COARSE, so a call that starts kLivenessBoundNs
+  // or more after the exporter's death returns false (while the coarse
+  // clock lags real time by no more than its tick, as it does unless the
+  // machine's ticks are held back). Between probes it costs one vDSO clock
+  // read.
+  bool RecentlyAlive() const;
 
   // Removes the tables of this user's exporters that died without removing
   // theirs (killed): those whose liveness lock nobody holds. Returns how
@@ -128,9 +158,15 @@ class IpcRefs {
   // Owner: its own pins (a second open file description); else lock_fd_.
   const int pin_fd_;
   // This process's pins per slot: the kernel lock is taken at 0 -> 1 and
-  // dropped at 1 -> 0.
+  // dropped at 1 -> 0; with it, the count byte taken (-1: none).
   mutable Mutex mu_;
   std::vector<int> pins_ ABSL_GUARDED_BY(mu_);
+  std::vector<int8_t> count_bytes_ ABSL_GUARDED_BY(mu_);
+  // RecentlyAlive's memory: the coarse clock before the last probe, and a
+  // dead verdict (never undone).
+  const int64_t recheck_ns_;
+  mutable std::atomic<int64_t> probed_at_ns_{0};
+  mutable std::atomic<bool> dead_{false};
 };
 
 // FNV-1a of the runtime handle bytes (the slot binding's digest).

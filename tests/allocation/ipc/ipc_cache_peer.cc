@@ -1,14 +1,21 @@
-// The other process of stable_buffers_test.cc: an AllocationCache over a SimBackend in
-// the IPC namespace argv[1], driven one command per line on stdin, one answer
-// line per command on stdout. Serialized handles travel as hex.
+// The other process of stable_buffers_test.cc, ipc_trust_test.cc and
+// ipc_liveness_test.cc: an AllocationCache over a SimBackend in the IPC
+// namespace argv[1], driven one command per line on stdin, one answer line
+// per command on stdout. Serialized handles travel as hex.
 //
-//   export NAME BYTES FILL  StableBuffers::Export + fill its bytes -> HANDLE |
-//   err CODE release NAME            StableBuffers::Release                 ->
-//   ok | err CODE import HANDLE           Import, keep the lease        -> ok
-//   BYTE | err CODE drop                    release every lease kept      -> ok
-//   trim                    Trim()                        -> ok
-//   stats                   -> EXPORTS OPENS CLOSES HITS MAPPINGS LEASES
-//   WAITING sim                     -> GETHANDLE OPEN CLOSE FREE MISUSES quit
+//   export NAME BYTES FILL  StableBuffers::Export + fill -> HANDLE | err CODE
+//   release NAME            StableBuffers::Release       -> ok | err CODE
+//   import HANDLE           Import, keep the lease       -> ok BYTE | err CODE
+//                           (ok local: its own handle, the local buffer,
+//                           whose simulated device memory is not readable)
+//   drop                    release every lease kept     -> ok
+//   trim                    Trim()                       -> ok
+//   stats    -> EXPORTS OPENS CLOSES HITS MAPPINGS LEASES WAITING
+//   pid      -> this process's pid (as its PID namespace sees it)
+//   sim      -> GETHANDLE OPEN CLOSE FREE MISUSES
+//   quit
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -67,7 +74,10 @@ int main(int argc, char** argv) {
             handle.ok()
                 ? gpupool::StableBuffers(cache).Import(*handle, 0)
                 : absl::StatusOr<gpupool::ImportedBuffer>(handle.status());
-        if (lease.ok()) {
+        if (lease.ok() && lease->local()) {
+          std::cout << "ok local" << std::endl;
+          leases.push_back(*std::move(lease));
+        } else if (lease.ok()) {
           std::cout << "ok " << int{*static_cast<unsigned char*>(lease->data())}
                     << std::endl;
           leases.push_back(*std::move(lease));
@@ -85,6 +95,8 @@ int main(int argc, char** argv) {
         std::cout << s.exports << " " << s.opens << " " << s.closes << " "
                   << s.import_hits << " " << s.mappings_live << " "
                   << s.import_leases << " " << s.versions_waiting << std::endl;
+      } else if (command == "pid") {
+        std::cout << getpid() << std::endl;
       } else if (command == "sim") {
         std::cout << sim.calls(gpupool::SimOp::kIpcGetHandle) << " "
                   << sim.calls(gpupool::SimOp::kIpcOpenHandle) << " "
