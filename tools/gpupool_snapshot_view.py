@@ -97,8 +97,13 @@ def main():
     if output == "-":
         sys.stdout.write(page)
     else:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(page)
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(page)
+        except OSError as error:
+            print(f"gpupool_snapshot_view: cannot write {output}: {error.strerror}",
+                  file=sys.stderr)
+            return 1
         print(f"gpupool_snapshot_view: wrote {output}", file=sys.stderr)
     return 0
 

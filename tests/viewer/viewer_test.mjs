@@ -7,7 +7,8 @@
 // charts its trace, and that a click on a leased block shows its call site.
 // Then the page without a snapshot: its file picker loads the fixture, and
 // refuses a snapshot of another version with a message. Then a snapshot
-// whose strings hold "</script>" cannot break out of its script element.
+// whose strings hold "</script>" cannot break out of its script element, and
+// a minimal snapshot (no optional field, unknown keys and states) draws.
 //
 //   node tests/viewer/viewer_test.mjs [--screenshot=PATH]
 //
@@ -219,6 +220,38 @@ async function hostilePage(browser, work) {
   await page.close();
 }
 
+// The least a reader may meet: keys of a later version, none of the optional
+// ones, an empty device list's neighbour (a device with no memory), the
+// trace off.
+async function minimalPage(browser, work) {
+  console.log("minimal snapshot:");
+  const snap = {
+    format: "gpupool.snapshot", version: 1, taken_at_unix_ns: 0, backend: "sim:instant", trace_capacity: 0,
+    devices: [{ device: 0, poisoned: false, memory: [{ kind: "device", reserved_bytes: 2048, in_use_bytes: 1024,
+      largest_free_block_bytes: 1024, segments: [{ address: "0x1000", bytes: 2048, blocks: [
+        { offset: 0, bytes: 1024, state: "leased", future_key: { x: 1 } },
+        { offset: 1024, bytes: 1024, state: "some_later_state" }] }] }],
+      stream_pools: [], event_pools: [] },
+      { device: 1, poisoned: false, memory: [], stream_pools: [], event_pools: [] }],
+    imported: [], trace: [], a_later_key: true,
+  };
+  const src = join(work, "minimal.json"), pagePath = join(work, "minimal.html");
+  writeFileSync(src, JSON.stringify(snap));
+  render(src, pagePath);
+  const { page, problems } = await open(browser, pathToFileURL(pagePath).href);
+  equal(await page.locator("[data-segment]").count(), 1, "segments drawn");
+  equal(await page.locator("[data-block]").count(), 2, "blocks drawn");
+  equal(await page.locator('[data-block][data-state="some_later_state"].state-other').count(), 1,
+        "a state this viewer does not know is drawn as other");
+  await page.locator('[data-block][data-state="leased"]').click();
+  equal(await page.locator('#detail-fields dd[data-field="site"]').innerText(), "not recorded", "a lease without its fields");
+  equal(await page.locator('#detail-fields dd[data-field="future_key"]').innerText(), '{"x":1}', "an unknown field is listed");
+  check((await page.locator("#trace-body").innerText()).includes("The trace was off"), "trace off is said");
+  check((await page.locator("#sites-body").innerText()).includes("(call site not recorded)"), "the unknown call site is grouped");
+  equal(problems, [], "no console error, page error or network request");
+  await page.close();
+}
+
 async function main() {
   if (!existsSync(chromiumPath)) skip(`${chromiumPath} not found (Debian: apt-get install chromium)`);
   let chromium;
@@ -243,6 +276,7 @@ async function main() {
     await fixturePage(browser, work);
     await pickerPage(browser, work);
     await hostilePage(browser, work);
+    await minimalPage(browser, work);
   } finally {
     await browser.close();
     rmSync(work, { recursive: true, force: true });
