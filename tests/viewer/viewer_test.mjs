@@ -45,7 +45,7 @@ const EXPECT = {
   siteRows: ["model.cc:118", "train.cc:42", "(call site not recorded)", "loader.cc:31", "optimizer.cc:77"],
   charts: ["0/device", "0/pinned_host", "1/device"],
   traceEvents: 21,
-  summary: ["backend sim:cuda", "taken 2025-11-26 14:20:00 UTC", "reserved 68 MiB", "in use 51.5 MiB",
+  summary: ["backend sim:cuda", "taken 2025-11-26 14:20:00 UTC", "reserved 68 MiB", "in use 27.5 MiB",
             "segments 6", "blocks 18", "imported 1 MiB", "trace 21 of 4096 events"],
 };
 
