@@ -306,4 +306,9 @@ std::vector<IpcWaitingVersion> IpcExports::WaitingVersions() const {
   return versions;
 }
 
+bool IpcExports::IsLive(int device, const void* ptr) const {
+  MutexLock lock(&mu_);
+  return live_.contains({device, reinterpret_cast<uintptr_t>(ptr)});
+}
+
 }  // namespace gpupool::internal

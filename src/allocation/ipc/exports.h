@@ -94,6 +94,8 @@ class IpcExports {
   // Freed versions still mapped, each with the processes that hold it now
   // (counted on the table's count bytes: ipc/refs.h).
   std::vector<IpcWaitingVersion> WaitingVersions() const;
+  // Whether stable buffer memory `ptr` of `device` is exported now.
+  bool IsLive(int device, const void* ptr) const;
 
  private:
   struct Version {

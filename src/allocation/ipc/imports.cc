@@ -463,5 +463,20 @@ void IpcImports::AppendOutstanding(std::vector<OutstandingLease>* out) const {
   for (const auto& m : superseded_) add(*m);
 }
 
+void IpcImports::AppendSnapshot(std::vector<ImportSnapshot>* out) const {
+  MutexLock lock(&mu_);
+  auto add = [out](const IpcMapping& m) {
+    if (m.local || m.opening) return;
+    out->push_back(
+        ImportSnapshot{m.device, reinterpret_cast<uintptr_t>(m.base), m.extent,
+                       absl::StrFormat("%016x", m.handle.exporter_id),
+                       absl::StrFormat("buffer %d version %d",
+                                       m.handle.buffer_id, m.handle.version),
+                       m.leases});
+  };
+  for (const auto& [key, m] : current_) add(*m);
+  for (const auto& m : superseded_) add(*m);
+}
+
 }  // namespace internal
 }  // namespace gpupool

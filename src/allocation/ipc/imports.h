@@ -23,6 +23,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/pool_stats.h"
+#include "gpupool/snapshot.h"
 #include "src/allocation/ipc/exports.h"
 #include "src/allocation/ipc/refs.h"
 #include "src/lifetime/mutex.h"
@@ -69,6 +70,8 @@ class IpcImports : public std::enable_shared_from_this<IpcImports> {
 
   void FillStats(IpcStats* stats) const;
   void AppendOutstanding(std::vector<OutstandingLease>* out) const;
+  // For snapshots: every mapping of another process's buffer open here.
+  void AppendSnapshot(std::vector<ImportSnapshot>* out) const;
 
  private:
   // (exporter id, buffer id, local device). The random exporter id alone

@@ -47,6 +47,13 @@ class IpcSharing final : public FreeGate {
   void AppendOutstanding(std::vector<OutstandingLease>* out) const override {
     imports_->AppendOutstanding(out);
   }
+  bool IsExported(int device, const void* ptr, int* importers) const override {
+    *importers = -1;  // counted for waiting versions only (GetIpcStats)
+    return exports_.IsLive(device, ptr);
+  }
+  void AppendImports(std::vector<ImportSnapshot>* out) const override {
+    imports_->AppendSnapshot(out);
+  }
 
  private:
   AllocationCacheCore& core_;

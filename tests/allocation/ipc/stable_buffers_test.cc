@@ -2,6 +2,8 @@
 // Import) on SimBackend: this test and a peer process (ipc_cache_peer.cc,
 // fork + exec, serialized handles over a pipe) in one IPC namespace.
 
+#include "gpupool/stable_buffers.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -16,11 +18,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/event_pool.h"
 #include "gpupool/ipc_handle.h"
 #include "gpupool/sim_backend.h"
-#include "gpupool/stable_buffers.h"
+#include "gpupool/snapshot.h"
 #include "gtest/gtest.h"
 #include "tests/util/peer_process.h"
 
@@ -147,6 +151,40 @@ TEST_F(CacheIpcTest, ThousandExportImportRoundsCostOneHandleAndOneOpen) {
   peer->Send("quit");
   EXPECT_EQ(peer->Wait(), 0);
   EXPECT_TRUE(misuses_.empty());
+}
+
+// A snapshot lists an exported stable buffer as exported (by name) and a
+// mapping of another process's buffer as imported, with its leases.
+TEST_F(CacheIpcTest, SnapshotShowsExportedAndImportedBuffers) {
+  std::unique_ptr<PeerProcess> peer = StartPeer();
+  ASSERT_TRUE(gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096).ok());
+  const IpcHandle theirs = FromWire(peer->Ask("export halo 8192 5"));
+  absl::StatusOr<ImportedBuffer> imported =
+      gpupool::StableBuffers(*cache_).Import(theirs, 0);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const MemorySnapshot snapshot = TakeSnapshot(*cache_);
+  int exported = 0;
+  for (const MemoryKindSnapshot& memory : snapshot.devices[0].memory) {
+    for (const SegmentSnapshot& segment : memory.segments) {
+      for (const BlockSnapshot& block : segment.blocks) {
+        if (block.use != BlockUse::kExported) continue;
+        ++exported;
+        EXPECT_EQ(block.name, "ring0");
+      }
+    }
+  }
+  EXPECT_EQ(exported, 1);
+  ASSERT_EQ(snapshot.imported.size(), 1u);
+  EXPECT_EQ(snapshot.imported[0].device, 0);
+  EXPECT_EQ(snapshot.imported[0].bytes, 8192u);
+  EXPECT_EQ(snapshot.imported[0].leases, 1);
+  EXPECT_EQ(snapshot.imported[0].exporter,
+            absl::StrFormat("%016x", theirs.exporter_id));
+  EXPECT_THAT(SnapshotToJson(snapshot),
+              ::testing::HasSubstr("\"state\":\"exported\""));
+  imported = absl::CancelledError("released");  // drops the lease
+  peer->Send("quit");
+  EXPECT_EQ(peer->Wait(), 0);
 }
 
 // MPICH issues 7947 and 7977: evicting an entry still in use corrupted data.
