@@ -20,6 +20,7 @@
 #include "src/allocation/cache_core.h"
 #include "src/allocation/cache_report.h"
 #include "src/allocation/size_classes.h"
+#include "src/base/readable_bytes.h"
 #include "src/lifetime/process_state.h"
 
 namespace gpupool {
@@ -172,18 +173,7 @@ size_t RoundedAllocationSize(size_t bytes) {
 // ---------------------------------------------------------------------------
 namespace {
 
-// "512 B", "1.25 MiB": exact below 1 KiB, three significant digits above.
-std::string HumanBytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024 && bytes > -1024) return absl::StrCat(bytes, " B");
-  double value = static_cast<double>(bytes);
-  int unit = -1;
-  while ((value >= 1024 || value <= -1024) && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat("%.2f %s", value, kUnits[unit]);
-}
+using internal::ReadableBytes;
 
 }  // namespace
 
@@ -237,18 +227,19 @@ std::string AllocationCacheStats::ToString() const {
       "in_use=%d (%s, requested %s) peak=%s cached=%d (%s) hits=%d "
       "misses=%d hit_rate=%.1f%% uncached=%d runtime_alloc=%d "
       "runtime_free=%d",
-      allocations_in_use, HumanBytes(bytes_in_use), HumanBytes(bytes_requested),
-      HumanBytes(peak_bytes_in_use), blocks_cached, HumanBytes(bytes_cached),
-      hits, misses, 100.0 * hit_rate(), uncached_allocations,
-      runtime_allocations, runtime_frees);
+      allocations_in_use, ReadableBytes(bytes_in_use),
+      ReadableBytes(bytes_requested), ReadableBytes(peak_bytes_in_use),
+      blocks_cached, ReadableBytes(bytes_cached), hits, misses,
+      100.0 * hit_rate(), uncached_allocations, runtime_allocations,
+      runtime_frees);
   // Rare events only when they happened, to keep the common line short.
   if (blocks_retiring != 0) {
     absl::StrAppend(&out, " retiring=", blocks_retiring, " (",
-                    HumanBytes(bytes_retiring), ")");
+                    ReadableBytes(bytes_retiring), ")");
   }
   if (stable_allocations != 0 || stable_reallocations != 0) {
     absl::StrAppend(&out, " stable=", stable_allocations, " (",
-                    HumanBytes(bytes_stable),
+                    ReadableBytes(bytes_stable),
                     ", reallocations=", stable_reallocations, ")");
   }
   if (cross_stream_waits != 0) {
@@ -263,14 +254,14 @@ std::string AllocationCacheStats::ToString() const {
   if (graph_pools != 0 || blocks_in_graph_pools != 0) {
     absl::StrAppend(&out, " graph_pools=", graph_pools, " (",
                     blocks_in_graph_pools, " blocks, ",
-                    HumanBytes(bytes_in_graph_pools), ")");
+                    ReadableBytes(bytes_in_graph_pools), ")");
     if (graph_pools_held != 0) {
       absl::StrAppend(&out, " graph_pools_held=", graph_pools_held);
     }
   }
   if (blocks_held_for_captures != 0) {
     absl::StrAppend(&out, " held_for_captures=", blocks_held_for_captures, " (",
-                    HumanBytes(bytes_held_for_captures), ")");
+                    ReadableBytes(bytes_held_for_captures), ")");
   }
   return out;
 }

@@ -98,6 +98,9 @@ class FreeGate {
     return false;
   }
   virtual void AppendImports(std::vector<ImportSnapshot>* out) const {}
+  // What the feature keeps of `device`'s memory, in words for an
+  // out-of-memory message; empty when nothing.
+  virtual std::string DescribeHeld(int device) const { return ""; }
 };
 
 }  // namespace gpupool::internal

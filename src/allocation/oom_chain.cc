@@ -4,16 +4,45 @@
 #include "src/allocation/oom_chain.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/allocation/cache_core.h"
+#include "src/allocation/hooks.h"
+#include "src/base/readable_bytes.h"
 
 namespace gpupool::internal {
 
 namespace {
 
+// "3.00 MiB (3145728 bytes)"; exact alone below 1 KiB and above 2^63.
+std::string Bytes(uint64_t bytes) {
+  if (bytes < 1024 || bytes > uint64_t{std::numeric_limits<int64_t>::max()}) {
+    return absl::StrCat(bytes, " bytes");
+  }
+  return absl::StrCat(ReadableBytes(static_cast<int64_t>(bytes)), " (", bytes,
+                      " bytes)");
+}
+
+// The largest block the shard holds free (ready) now.
+uint64_t LargestFreeBlock(const AllocationShard& shard) {
+  uint64_t largest = 0;
+  shard.ForEachBlock(
+      [&largest](const AllocationBlock& block, BlockUse use) {
+        if (use == BlockUse::kFree && block.size > largest) {
+          largest = block.size;
+        }
+      },
+      [](absl::string_view, const StableBuffer&) {});
+  return largest;
+}
+
+// One line: what was asked, what the cache holds and where (leased, stable,
+// cached and its largest free block, the features' holdings), what the
+// device has, what the chain did, what the runtime said.
 absl::Status OutOfMemoryError(const AllocationCacheCore& core,
                               AllocationShard& shard, size_t requested,
                               size_t rounded,
@@ -21,35 +50,41 @@ absl::Status OutOfMemoryError(const AllocationCacheCore& core,
                               size_t released, bool retried,
                               const absl::Status& runtime) {
   const AllocationCacheStats stats = shard.Stats();
-  // What the capture router's pools and held captures keep out of reuse
-  // counts too.
+  // What the features keep out of reuse counts too.
   AllocationCacheStats capture;
-  std::string routed;
+  std::string held;
   if (shard.kind() == MemoryKind::kDevice) {
     core.AddCaptureStats(shard.device(), &capture);
     if (const CaptureRouter* router = core.capture_router()) {
-      routed = router->DescribeHeld(shard.device());
+      absl::StrAppend(&held, ", ", router->DescribeHeld(shard.device()));
+    }
+    absl::StrAppend(&held, ", held for captures ",
+                    Bytes(capture.bytes_held_for_captures));
+    if (const FreeGate* gate = core.free_gate()) {
+      const std::string shared = gate->DescribeHeld(shard.device());
+      if (!shared.empty()) absl::StrAppend(&held, ", ", shared);
     }
   }
-  std::string memory =
-      info.ok() ? absl::StrFormat("device free %d bytes of %d bytes total",
-                                  info->free_bytes, info->total_bytes)
+  const std::string memory =
+      info.ok() ? absl::StrCat("device free ", Bytes(info->free_bytes), " of ",
+                               Bytes(info->total_bytes))
                 : absl::StrCat("device free/total unknown (",
                                info.status().ToString(
                                    absl::StatusToStringMode::kWithNoExtraData),
                                ")");
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "AllocationCache: out of %s memory on device %d: requested %d bytes, "
-      "rounded to %d bytes; in use %d bytes (%d allocations), cached %d "
-      "bytes, %sheld for captures %d bytes; %s; %s; runtime: %s",
-      MemoryKindName(shard.kind()), shard.device(), requested, rounded,
-      stats.bytes_in_use + stats.bytes_stable, stats.allocations_in_use,
-      stats.bytes_cached, routed.empty() ? routed : absl::StrCat(routed, ", "),
-      capture.bytes_held_for_captures, memory,
-      retried ? absl::StrFormat("retried once after freeing %d cached bytes",
-                                released)
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "AllocationCache: out of ", MemoryKindName(shard.kind()),
+      " memory on device ", shard.device(), ": requested ", Bytes(requested),
+      ", rounded to ", Bytes(rounded), "; in use ",
+      Bytes(stats.bytes_in_use + stats.bytes_stable), " (",
+      stats.allocations_in_use, " allocations, stable buffers ",
+      Bytes(stats.bytes_stable), "), cached ", Bytes(stats.bytes_cached),
+      ", largest free block ", Bytes(LargestFreeBlock(shard)), held, "; ",
+      memory, "; ",
+      retried ? absl::StrCat("retried once after freeing ", Bytes(released),
+                             " of cached blocks")
               : std::string("larger than the device, not retried"),
-      runtime.message()));
+      "; runtime: ", runtime.message()));
 }
 
 }  // namespace

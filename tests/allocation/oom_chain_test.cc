@@ -67,12 +67,17 @@ TEST_F(AllocationCacheSimTest, OutOfMemoryAfterRetryReportsTheNumbers) {
       failed,
       StatusIs(
           absl::StatusCode::kResourceExhausted,
-          AllOf(HasSubstr("device 0"), HasSubstr("requested 2621441 bytes"),
-                HasSubstr("rounded to 3145728 bytes"),
-                HasSubstr("in use 2097152 bytes"), HasSubstr("cached 0 bytes"),
-                HasSubstr("device free 2097152 bytes of "
-                          "4194304 bytes total"),
-                HasSubstr("after freeing 2097152 cached bytes"))))
+          AllOf(HasSubstr("device 0"),
+                HasSubstr("requested 2.50 MiB (2621441 bytes)"),
+                HasSubstr("rounded to 3.00 MiB (3145728 bytes)"),
+                HasSubstr("in use 2.00 MiB (2097152 bytes) (1 allocations, "
+                          "stable buffers 0 bytes)"),
+                HasSubstr("cached 0 bytes, largest free block 0 bytes"),
+                HasSubstr("held for captures 0 bytes"),
+                HasSubstr("device free 2.00 MiB (2097152 bytes) of "
+                          "4.00 MiB (4194304 bytes)"),
+                HasSubstr("after freeing 2.00 MiB (2097152 bytes) of cached "
+                          "blocks"))))
       << failed.status();
   AllocationCacheStats stats = cache->GetStats(0);
   EXPECT_EQ(stats.oom_retries, 1);
@@ -95,8 +100,8 @@ TEST_F(AllocationCacheSimTest, AbsurdSizesFailWithNumbersAndKeepTheCacheWarm) {
     absl::StatusOr<PooledAllocation> absurd = cache->Allocate(0, bytes);
     EXPECT_THAT(absurd,
                 StatusIs(absl::StatusCode::kResourceExhausted,
-                         AllOf(HasSubstr(absl::StrCat("requested ", bytes)),
-                               HasSubstr("of 85899345920 bytes total"))));
+                         AllOf(HasSubstr(absl::StrCat(bytes, " bytes")),
+                               HasSubstr("of 80.00 GiB (85899345920 bytes)"))));
   }
   // Trimming could not have helped: nothing was freed, nothing retried.
   const AllocationCacheStats stats = cache->GetStats(0);

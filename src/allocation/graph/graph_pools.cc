@@ -16,6 +16,7 @@
 #include "src/allocation/cache_core.h"
 #include "src/allocation/oom_chain.h"
 #include "src/allocation/size_classes.h"
+#include "src/base/readable_bytes.h"
 
 namespace gpupool::internal {
 namespace {
@@ -377,7 +378,10 @@ void GraphPools::AddStats(int device, AllocationCacheStats* stats) const {
 std::string GraphPools::DescribeHeld(int device) const {
   AllocationCacheStats stats;
   AddStats(device, &stats);
-  return absl::StrCat("in graph pools ", stats.bytes_in_graph_pools, " bytes");
+  const int64_t bytes = stats.bytes_in_graph_pools;
+  return bytes < 1024 ? absl::StrCat("in graph pools ", bytes, " bytes")
+                      : absl::StrCat("in graph pools ", ReadableBytes(bytes),
+                                     " (", bytes, " bytes)");
 }
 
 int64_t GraphPools::PoolIdOf(const void* owner) const {

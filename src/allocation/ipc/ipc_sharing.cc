@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/allocation/cache_core.h"
 #include "src/allocation/stable.h"
+#include "src/base/readable_bytes.h"
 
 namespace gpupool::internal {
 
@@ -105,6 +106,26 @@ void IpcSharing::DropDevice(int device) {
   // Mappings and exports of a dead context go without runtime calls.
   imports_->DropDevice(device);
   exports_.DropDevice(device);
+}
+
+std::string IpcSharing::DescribeHeld(int device) const {
+  int waiting = 0;
+  for (const IpcWaitingVersion& version : exports_.WaitingVersions()) {
+    waiting += version.device == device;
+  }
+  std::vector<ImportSnapshot> imports;
+  imports_->AppendSnapshot(&imports);
+  int mappings = 0;
+  int64_t imported = 0;
+  for (const ImportSnapshot& import : imports) {
+    if (import.device != device) continue;
+    ++mappings;
+    imported += static_cast<int64_t>(import.bytes);
+  }
+  if (waiting == 0 && mappings == 0) return "";
+  return absl::StrCat("shared with other processes: ", waiting,
+                      " exported versions waiting on importers, ", mappings,
+                      " imported mappings of ", ReadableBytes(imported));
 }
 
 }  // namespace gpupool::internal

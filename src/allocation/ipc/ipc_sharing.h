@@ -54,6 +54,7 @@ class IpcSharing final : public FreeGate {
   void AppendImports(std::vector<ImportSnapshot>* out) const override {
     imports_->AppendSnapshot(out);
   }
+  std::string DescribeHeld(int device) const override;
 
  private:
   AllocationCacheCore& core_;

@@ -242,14 +242,15 @@ TEST_F(GraphPoolReleaseTest, UncachedBlocksAreReusedInsideThePool) {
       cache->Allocate(0, 6 * kMiB, MemoryKind::kDevice, capture);
   absl::StatusOr<PooledAllocation> too_much =
       cache->Allocate(0, 6 * kMiB, MemoryKind::kDevice, capture);
-  EXPECT_THAT(too_much, StatusIs(absl::StatusCode::kResourceExhausted,
-                                 AllOf(HasSubstr("in graph pools 0 bytes"),
-                                       HasSubstr("in use 8388608 bytes"))))
+  EXPECT_THAT(too_much,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("in graph pools 0 bytes"),
+                             HasSubstr("in use 8.00 MiB (8388608 bytes)"))))
       << too_much.status();
   failed = absl::UnknownError("released");  // back to the pool
   EXPECT_THAT(cache->Allocate(0, 10 * kMiB, MemoryKind::kDevice, capture),
               StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("in graph pools 8388608 bytes")));
+                       HasSubstr("in graph pools 8.00 MiB (8388608 bytes)")));
   absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(capture);
   ASSERT_THAT(graph, IsOk());
   scope->End();
