@@ -9,6 +9,9 @@
 //                                        on the same stream
 //   allocation/cached_no_stream/<bytes>  the same with no stream (nothing to
 //                                        order against, no event recorded)
+//   allocation/cached_traced/<bytes>     allocation/cached with the cache's
+//                                        trace on (trace_capacity 100000):
+//                                        the trace's cost per cycle
 //   allocation/captured/<bytes>          with --backend=sim only (labelled
 //                                        simulated): the cached cycle on a
 //                                        stream under graph capture, routed
@@ -61,7 +64,7 @@ void RawAllocateFree(benchmark::State& state, const BenchEnv& env) {
 }
 
 void CachedAllocateRelease(benchmark::State& state, const BenchEnv& env,
-                           bool on_stream) {
+                           bool on_stream, bool traced = false) {
   state.SetLabel(env.label.c_str());
   const size_t bytes = static_cast<size_t>(state.range(0));
   Backend& backend = *env.backend;
@@ -73,7 +76,9 @@ void CachedAllocateRelease(benchmark::State& state, const BenchEnv& env,
   }
   {
     EventPool events(backend);
-    AllocationCache cache(backend, events);
+    AllocationCacheOptions options;
+    if (traced) options.trace_capacity = 100000;
+    AllocationCache cache(backend, events, options);
     // The one miss: the block every timed iteration then reuses.
     absl::Status warm =
         cache.Allocate(0, bytes, MemoryKind::kDevice, stream).status();
@@ -154,6 +159,15 @@ void RegisterAllocationBenchmarks(const BenchEnv& env) {
                                [env](benchmark::State& state) {
                                  CachedAllocateRelease(state, env,
                                                        /*on_stream=*/true);
+                               })
+      ->RangeMultiplier(4)
+      ->Range(kSmallest, kLargest)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("allocation/cached_traced",
+                               [env](benchmark::State& state) {
+                                 CachedAllocateRelease(state, env,
+                                                       /*on_stream=*/true,
+                                                       /*traced=*/true);
                                })
       ->RangeMultiplier(4)
       ->Range(kSmallest, kLargest)

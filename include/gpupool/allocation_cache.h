@@ -134,6 +134,11 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // thread, with no lock of the cache held: it may take a snapshot
   // (gpupool/snapshot.h) or trim other caches. Must not throw.
   std::function<void(const absl::Status&)> on_out_of_memory;
+  // Events kept by the cache's trace (gpupool/snapshot.h, TraceEvent): the
+  // last `trace_capacity` allocations, releases, runtime mallocs and frees,
+  // trims and out-of-memory steps, listed by TakeSnapshot. 0 (the default)
+  // turns it off: no lock and no call per event. GPUPOOL_CONF: trace=N.
+  size_t trace_capacity = 0;
 };
 
 // A snapshot of the cache's counters, per (device, kind), per device, or in

@@ -111,11 +111,41 @@ struct GPUPOOL_EXPORT ImportSnapshot {
   int64_t leases = 0;
 };
 
+// What a trace event records (AllocationCacheOptions::trace_capacity).
+enum class TraceOp {
+  kAllocate,       // a lease of memory just obtained from the runtime
+  kReuse,          // a lease of memory the cache held
+  kRelease,        // a lease given back
+  kRuntimeMalloc,  // memory obtained from the runtime
+  kRuntimeFree,    // memory given back to the runtime
+  kTrim,           // Trim of the device
+  kOomRetry,       // the runtime ran out: cached blocks freed, retrying
+  kOom,            // the allocation failed with ResourceExhausted
+};
+GPUPOOL_EXPORT absl::string_view TraceOpName(TraceOp op);
+
+struct GPUPOOL_EXPORT TraceEvent {
+  int64_t t_ns = 0;  // since the cache was made
+  TraceOp op = TraceOp::kAllocate;
+  int device = 0;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t bytes = 0;
+  uintptr_t address = 0;  // 0 where none
+  uint64_t lease_id = 0;  // 0 where none
+  SourceLocation site;    // kAllocate, kReuse
+  // The (device, kind)'s runtime memory and leased bytes after the event.
+  uint64_t reserved_bytes = 0;
+  uint64_t in_use_bytes = 0;
+};
+
 struct GPUPOOL_EXPORT MemorySnapshot {
   int64_t taken_at_unix_ns = 0;
   std::string backend;
   std::vector<DeviceSnapshot> devices;
   std::vector<ImportSnapshot> imported;
+  // The cache's trace, oldest first; empty with trace_capacity 0 (off).
+  size_t trace_capacity = 0;
+  std::vector<TraceEvent> trace;
 };
 
 // The cache's memory. No runtime call; an empty device list in a forked

@@ -55,6 +55,9 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
   const int devices = lifetime_.device_count();
   const int classes = SizeClassCount(options_.max_cached_block_bytes);
   device_cached_bytes_ = std::make_unique<DeviceBytes[]>(std::max(devices, 1));
+  if (options_.trace_capacity > 0) {
+    trace_ = std::make_unique<TraceRing>(options_.trace_capacity, devices);
+  }
   for (int device = 0; device < devices; ++device) {
     for (MemoryKind kind : kKinds) {
       shards_.push_back(std::make_unique<AllocationShard>(
@@ -160,6 +163,11 @@ void AllocationCacheCore::DropLeaseAnchors() {
 }
 
 PooledAllocation AllocationCacheCore::MakeLease(AllocationBlock* block) {
+  if (ABSL_PREDICT_FALSE(trace_ != nullptr)) {
+    trace_->Allocated(block->device, block->kind, block->size, block->ptr,
+                      block->lease_id, block->where,
+                      /*reused=*/!TakeRuntimeMallocMark());
+  }
   return PooledAllocation(
       Lease(lease_anchors_[ShardIndex(block->device, block->kind)]->Hold(),
             block, block->lease_id, /*site=*/0, block->generation),
@@ -329,6 +337,10 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   if (Forked()) return;
   AllocationShard& shard = Shard(block->device, block->kind);
   const int device = block->device;
+  if (ABSL_PREDICT_FALSE(trace_ != nullptr)) {
+    trace_->Released(device, block->kind, block->size, block->ptr,
+                     block->lease_id);
+  }
   CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
   if (block->owner != nullptr) {  // only a router sets it
     router->Return(shard, block);

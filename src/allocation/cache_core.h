@@ -31,6 +31,7 @@
 #include "src/allocation/hooks.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/stream_fence.h"
+#include "src/allocation/trace_ring.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/pool_lifetime.h"
 
@@ -162,6 +163,8 @@ class AllocationCacheCore
   const FreeGate* free_gate() const {
     return free_gate_.load(std::memory_order_acquire);
   }
+  // The trace ring; null while tracing is off (the default).
+  TraceRing* trace() const { return trace_.get(); }
   // For snapshots: every block held for a capture (under the held lock).
   void ForEachHeld(absl::FunctionRef<void(const AllocationBlock&)> visit) const;
   // The capture router's gauges and the held blocks' of `device` (-1: all).
@@ -268,6 +271,8 @@ class AllocationCacheCore
   // between.
   std::vector<AllocationLeaseOwner*> lease_anchors_;
   std::atomic<bool> closed_{false};
+  // Made once at construction when options_.trace_capacity > 0.
+  std::unique_ptr<TraceRing> trace_;
 
   // The hooks (hooks.h): null until installed, then fixed. Read lock-free;
   // installed and owned under hooks_mu_.

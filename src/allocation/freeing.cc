@@ -17,6 +17,9 @@
 namespace gpupool::internal {
 
 absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
+  if (ABSL_PREDICT_FALSE(trace_ != nullptr) && lifetime_.InRange(device)) {
+    trace_->Note(TraceOp::kTrim, device, MemoryKind::kDevice, keep_bytes);
+  }
   if (absl::Status usable = CheckUsable(device, "AllocationCache::Trim");
       !usable.ok()) {
     // A poisoned device has nothing left to trim: its blocks were dropped.
@@ -204,6 +207,9 @@ absl::Status AllocationCacheCore::FreeRaw(AllocationShard& shard, void* ptr) {
     return absl::OkStatus();
   }
   absl::Status status = backend_.Free(shard.device(), ptr, shard.kind());
+  if (ABSL_PREDICT_FALSE(trace_ != nullptr)) {
+    trace_->RuntimeFree(shard.device(), shard.kind(), ptr);
+  }
   if (FaultOf(status) == Fault::kDevice) {
     device_health().Poison(shard.device(), status);
   }

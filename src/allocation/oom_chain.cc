@@ -87,6 +87,16 @@ absl::Status OutOfMemoryError(const AllocationCacheCore& core,
       "; runtime: ", runtime.message()));
 }
 
+// Runtime memory obtained: traced when the trace is on, and marked for the
+// lease this thread makes next (an allocation, not a reuse).
+void Traced(const AllocationCacheCore& core, const AllocationShard& shard,
+            size_t bytes, const void* ptr) {
+  if (TraceRing* trace = core.trace()) {
+    trace->RuntimeMalloc(shard.device(), shard.kind(), bytes, ptr);
+    MarkRuntimeMalloc();
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
@@ -97,6 +107,7 @@ absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
   absl::StatusOr<void*> ptr = backend.Allocate(device, bytes, shard.kind());
   if (ptr.ok()) {
     shard.Admit();
+    Traced(core, shard, bytes, *ptr);
     return ptr;
   }
   if (FaultOf(ptr.status()) != Fault::kOutOfMemory) {
@@ -109,24 +120,34 @@ absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
   if (shard.kind() == MemoryKind::kDevice && info.ok() &&
       bytes > info->total_bytes) {
     // Trimming cannot help: keep the cache warm.
+    if (TraceRing* trace = core.trace()) {
+      trace->Note(TraceOp::kOom, device, shard.kind(), requested);
+    }
     return core.AllocationFailed(
         shard, OutOfMemoryError(core, shard, requested, bytes, info, 0, false,
                                 ptr.status()));
   }
   const size_t released = core.ReleaseAllCached(shard);
   shard.Count(CacheCounter::kOomRetry);
+  if (TraceRing* trace = core.trace()) {
+    trace->Note(TraceOp::kOomRetry, device, shard.kind(), released);
+  }
   if (core.poisoned(device)) {
     return core.AllocationFailed(shard, core.PoisonedError(device));
   }
   ptr = backend.Allocate(device, bytes, shard.kind());
   if (ptr.ok()) {
     shard.Admit();
+    Traced(core, shard, bytes, *ptr);
     return ptr;
   }
   if (FaultOf(ptr.status()) != Fault::kOutOfMemory) {
     return core.AllocationFailed(shard, ptr.status());
   }
   info = backend.GetMemoryInfo(device);
+  if (TraceRing* trace = core.trace()) {
+    trace->Note(TraceOp::kOom, device, shard.kind(), requested);
+  }
   return core.AllocationFailed(
       shard, OutOfMemoryError(core, shard, requested, bytes, info, released,
                               true, ptr.status()));

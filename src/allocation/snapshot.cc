@@ -31,6 +31,10 @@ constexpr absl::string_view kBlockUseNames[] = {
     "leased",           "free",   "pending", "retiring", "graph_pool",
     "held_for_capture", "stable", "exported"};
 
+constexpr absl::string_view kTraceOpNames[] = {
+    "allocate",     "reuse", "release",   "runtime_malloc",
+    "runtime_free", "trim",  "oom_retry", "oom"};
+
 constexpr MemoryKind kKinds[] = {MemoryKind::kDevice, MemoryKind::kPinnedHost};
 
 int KindIndex(MemoryKind kind) { return kind == MemoryKind::kDevice ? 0 : 1; }
@@ -99,6 +103,14 @@ absl::string_view BlockUseName(BlockUse use) {
   return kBlockUseNames[index];
 }
 
+absl::string_view TraceOpName(TraceOp op) {
+  const int index = static_cast<int>(op);
+  if (index < 0 || index >= static_cast<int>(std::size(kTraceOpNames))) {
+    return "unknown";
+  }
+  return kTraceOpNames[index];
+}
+
 MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
   MemorySnapshot snapshot;
   snapshot.taken_at_unix_ns = absl::GetCurrentTimeNanos();
@@ -155,6 +167,10 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
     });
   }
   if (gate != nullptr) gate->AppendImports(&snapshot.imported);
+  if (const internal::TraceRing* trace = core->trace()) {
+    snapshot.trace_capacity = trace->capacity();
+    snapshot.trace = trace->Events();
+  }
   for (DeviceSnapshot& device : snapshot.devices) {
     for (MemoryKindSnapshot& memory : device.memory) Summarize(memory);
   }

@@ -130,7 +130,8 @@ std::string SnapshotToJson(const MemorySnapshot& snapshot) {
       &out, "{\"format\":\"gpupool.snapshot\",\"version\":", kSnapshotVersion,
       ",\"taken_at_unix_ns\":", snapshot.taken_at_unix_ns, ",\"backend\":");
   AppendString(&out, snapshot.backend);
-  absl::StrAppend(&out, ",\"trace_capacity\":0,\"devices\":[");
+  absl::StrAppend(&out, ",\"trace_capacity\":", snapshot.trace_capacity,
+                  ",\"devices\":[");
   for (size_t d = 0; d < snapshot.devices.size(); ++d) {
     const DeviceSnapshot& device = snapshot.devices[d];
     if (d > 0) out.push_back(',');
@@ -178,7 +179,30 @@ std::string SnapshotToJson(const MemorySnapshot& snapshot) {
     AppendString(&out, import.name);
     absl::StrAppend(&out, ",\"leases\":", import.leases, "}");
   }
-  out.append("],\"trace\":[]}");
+  out.append("],\"trace\":[");
+  for (size_t i = 0; i < snapshot.trace.size(); ++i) {
+    const TraceEvent& event = snapshot.trace[i];
+    if (i > 0) out.push_back(',');
+    absl::StrAppend(&out, "{\"t_ns\":", event.t_ns, ",\"op\":");
+    AppendString(&out, TraceOpName(event.op));
+    absl::StrAppend(
+        &out, ",\"device\":", event.device, ",\"kind\":\"",
+        event.kind == MemoryKind::kDevice ? "device" : "pinned_host",
+        "\",\"bytes\":", event.bytes);
+    if (event.address != 0) {
+      absl::StrAppend(&out, ",\"address\":");
+      AppendString(&out, Hex(event.address));
+    }
+    if (event.lease_id != 0) {
+      absl::StrAppend(&out, ",\"lease_id\":", event.lease_id);
+    }
+    if (event.op == TraceOp::kAllocate || event.op == TraceOp::kReuse) {
+      AppendSite(&out, event.site);
+    }
+    absl::StrAppend(&out, ",\"reserved_bytes\":", event.reserved_bytes,
+                    ",\"in_use_bytes\":", event.in_use_bytes, "}");
+  }
+  out.append("]}");
   return out;
 }
 

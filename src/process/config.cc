@@ -27,11 +27,13 @@ namespace {
 // A prewarm larger than this is almost certainly a typo (every entry creates
 // that many streams at startup).
 constexpr int kMaxPrewarmCount = 4096;
+// The trace's bound: 10^7 events is about 1 GB of host memory.
+constexpr int kMaxTraceEvents = 10'000'000;
 
 constexpr absl::string_view kKnownKeys =
     "max_idle_per_key, max_live_per_key, acquire_timeout, "
     "validate_on_acquire, track_lease_sites, max_cached_bytes, "
-    "max_cached_block_bytes, prewarm, preload, preload_streams, "
+    "max_cached_block_bytes, trace, prewarm, preload, preload_streams, "
     "preload_events";
 
 // A comma-separated item of the configuration text and where it starts.
@@ -223,6 +225,11 @@ absl::Status ApplyToken(const Token& token, PoolsConfig* config) {
     if (!parsed.ok()) return fail(parsed.status());
     if (*parsed == 0) return fail(absl::InvalidArgumentError("must be > 0"));
     config->options.allocations.max_cached_block_bytes = *parsed;
+  } else if (key == "trace") {
+    // Events kept by the allocation cache's trace; 0 turns it off.
+    absl::StatusOr<int> parsed = ParseInt(value, 0, kMaxTraceEvents);
+    if (!parsed.ok()) return fail(parsed.status());
+    config->options.allocations.trace_capacity = static_cast<size_t>(*parsed);
   } else if (key == "preload" || key == "preload_streams" ||
              key == "preload_events") {
     absl::StatusOr<bool> parsed = ParseBool(value);

@@ -210,6 +210,77 @@ TEST_F(SnapshotTest, EveryBlockStateWithItsFields) {
   sim_.CompleteAllWork();
 }
 
+TEST_F(SnapshotTest, TraceKeepsTheLastEventsWithTotals) {
+  AllocationCacheOptions options;
+  options.trace_capacity = 6;
+  auto cache = NewCache(options);
+  NativeStream a = NewStream();
+  const int64_t calls_before = sim_.total_calls();
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<PooledAllocation> block =
+        cache->Allocate(0, 64 * kKiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(block, IsOk());
+  }
+  // The trace makes no runtime call of its own: a miss (malloc) and two
+  // same-stream cycles (one event record each).
+  EXPECT_EQ(sim_.total_calls() - calls_before, 1 + 1 + 1 + 1);
+  sim_.CompleteAllWork();
+  ASSERT_THAT(cache->Trim(0), IsOk());
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  EXPECT_EQ(snapshot.trace_capacity, 6u);
+  // 7 events happened (malloc, allocate, release, reuse, release, trim,
+  // free): the ring kept the last 6.
+  ASSERT_EQ(snapshot.trace.size(), 6u);
+  const TraceOp expected[] = {TraceOp::kAllocate, TraceOp::kRelease,
+                              TraceOp::kReuse,    TraceOp::kRelease,
+                              TraceOp::kTrim,     TraceOp::kRuntimeFree};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(snapshot.trace[i].op, expected[i]) << i;
+    if (i > 0) {
+      EXPECT_GE(snapshot.trace[i].t_ns, snapshot.trace[i - 1].t_ns);
+    }
+  }
+  EXPECT_EQ(snapshot.trace[0].bytes, 64 * kKiB);
+  EXPECT_EQ(snapshot.trace[0].reserved_bytes, 64 * kKiB);
+  EXPECT_EQ(snapshot.trace[0].in_use_bytes, 64 * kKiB);
+  EXPECT_THAT(snapshot.trace[0].site.file_name(),
+              HasSubstr("snapshot_test.cc"));
+  EXPECT_EQ(snapshot.trace[1].in_use_bytes, 0u);
+  EXPECT_EQ(snapshot.trace[2].lease_id, snapshot.trace[3].lease_id);
+  EXPECT_EQ(snapshot.trace[5].bytes, 64 * kKiB);
+  EXPECT_EQ(snapshot.trace[5].reserved_bytes, 0u);
+  const std::string json = SnapshotToJson(snapshot);
+  EXPECT_THAT(json, HasSubstr("\"trace_capacity\":6"));
+  EXPECT_THAT(json, HasSubstr("\"op\":\"reuse\""));
+  EXPECT_THAT(json, HasSubstr("\"op\":\"runtime_free\""));
+}
+
+TEST_F(SnapshotTest, TraceIsOffByDefaultAndOutOfMemoryIsTraced) {
+  {
+    auto cache = NewCache();
+    ASSERT_THAT(cache->Allocate(0, kKiB), IsOk());
+    const MemorySnapshot snapshot = TakeSnapshot(*cache);
+    EXPECT_EQ(snapshot.trace_capacity, 0u);
+    EXPECT_TRUE(snapshot.trace.empty());
+    EXPECT_THAT(SnapshotToJson(snapshot), HasSubstr("\"trace_capacity\":0"));
+  }
+  AllocationCacheOptions options;
+  options.trace_capacity = 100;
+  int observed = 0;
+  options.on_out_of_memory = [&observed](const absl::Status& status) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+    ++observed;
+  };
+  auto cache = NewCache(options);
+  EXPECT_THAT(cache->Allocate(0, size_t{1} << 60),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(observed, 1);
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  ASSERT_EQ(snapshot.trace.size(), 1u);
+  EXPECT_EQ(snapshot.trace[0].op, TraceOp::kOom);
+  EXPECT_EQ(snapshot.trace[0].bytes, size_t{1} << 60);
+}
+
 TEST_F(SnapshotTest, StringsAreEscapedInJson) {
   auto cache = NewCache();
   StableBuffers stable(*cache);

@@ -135,6 +135,11 @@ INSTANTIATE_TEST_SUITE_P(
                    EXPECT_EQ(c.options.allocations.max_cached_block_bytes,
                              size_t{512} << 10);
                  }},
+        GoodCase{"Trace", "trace=100000",
+                 [](const PoolsConfig& c) {
+                   EXPECT_EQ(c.options.allocations.trace_capacity,
+                             size_t{100000});
+                 }},
         GoodCase{"ZeroCachedBytes", "max_cached_bytes=0",
                  [](const PoolsConfig& c) {
                    EXPECT_EQ(c.options.allocations.max_cached_bytes, size_t{0});
@@ -250,6 +255,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "max_cached_bytes=20000000TiB", 1, "too large"},
         BadCase{"ZeroBlockSize", "max_cached_block_bytes=0", 1,
                 "max_cached_block_bytes=0", 1, "must be > 0"},
+        BadCase{"TraceTooLong", "trace=20000000", 1, "trace=20000000", 1,
+                "20000000"},
+        BadCase{"TraceNegative", "trace=-1", 1, "trace=-1", 1, "-1"},
         BadCase{"PrewarmTooFewFields", "prewarm=cuda:0:non_blocking", 1,
                 "prewarm=cuda:0:non_blocking", 1, "got 3 fields"},
         BadCase{"PrewarmUnknownBackend", "prewarm=tpu:0:default:1", 1,
