@@ -179,6 +179,9 @@ struct GPUPOOL_EXPORT AllocationCacheStats {
   // blocks stay in the pool (never given back unfenced) until the cache is
   // destroyed.
   int64_t graph_pools_held = 0;
+  // Of graph_pools: pools retained by graphs (GraphPool::RetainBy) whose
+  // handle let go; released once those graphs and their launches are gone.
+  int64_t graph_pools_awaiting_graphs = 0;
   int64_t blocks_held_for_captures = 0;  // released during a capture the
   int64_t bytes_held_for_captures = 0;   // cache was not told about
 

@@ -54,6 +54,14 @@ namespace gpupool {
 // `cudaEvent_t`/`hipEvent_t` on the runtime backends.
 using NativeStream = void*;
 using NativeEvent = void*;
+// `cudaGraph_t`/`hipGraph_t` (SimBackend: see SimBackend::NativeGraphOf) and
+// `cudaUserObject_t`/`hipUserObject_t`.
+using NativeGraph = void*;
+using NativeUserObject = void*;
+
+// The destructor of a user object (Backend::CreateUserObject). It runs on a
+// runtime thread where no runtime call is allowed.
+using UserObjectDestructor = void (*)(void* data);
 
 // ---------------------------------------------------------------------------
 // Fault classes
@@ -362,6 +370,34 @@ class GPUPOOL_EXPORT Backend {
   // point; callers fall back to what the exporter recorded). Faults:
   // kCaller (`ptr` is not in an allocation of this process), kDevice.
   virtual absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr);
+
+  // --- User objects (graph-retained release) --------------------------------
+  // CUDA user objects (cudaUserObjectCreate, cudaGraphRetainUserObject,
+  // cudaUserObjectRelease; HIP 6 has the same): a reference-counted object
+  // whose `destroy(data)` runs once its last reference is gone *and* every
+  // launch of a graph that held it completed. A graph holds references; an
+  // executable graph instantiated from it holds its own. `destroy` runs
+  // asynchronously on a runtime thread and must not call the runtime (nor
+  // wait on anything a runtime call may hold). Defaults: Unimplemented (a
+  // runtime without user objects: callers release graph memory explicitly).
+  //
+  // CreateUserObject: a new object with one reference, the caller's.
+  // Faults: kCaller (null `destroy`), kOutOfMemory, kDevice.
+  virtual absl::StatusOr<NativeUserObject> CreateUserObject(
+      int device, UserObjectDestructor destroy, void* data);
+
+  // RetainUserObjectByGraph: moves one of the caller's references to
+  // `object` into `graph` (cudaGraphRetainUserObject with
+  // cudaGraphUserObjectMove): on success the caller holds one reference
+  // fewer and the graph one more, released when the graph is destroyed.
+  // On failure the caller keeps its reference. Faults: kCaller (unknown
+  // graph or object), kDevice.
+  virtual absl::Status RetainUserObjectByGraph(int device, NativeGraph graph,
+                                               NativeUserObject object);
+
+  // ReleaseUserObject: drops one of the caller's references
+  // (cudaUserObjectRelease). Faults: kCaller (no reference left), kDevice.
+  virtual absl::Status ReleaseUserObject(int device, NativeUserObject object);
 
  protected:
   Backend() = default;

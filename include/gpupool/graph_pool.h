@@ -27,9 +27,14 @@
 //     the work enqueued so far on `replay_streams` (the graphs' last replays)
 //     completes — ready events recorded there fence them as for any release.
 //     Leases given back later are fenced on those streams and their own.
+//   * RetainBy(graph) hands the release to the graphs: the pool goes back
+//     once the handle let go and the graphs, with every launch of theirs,
+//     are gone (runtime user objects tell when; no stream to name).
 //   * Destroying an unreleased handle never releases: the pool holds its
 //     blocks until the cache is destroyed (AllocationCacheStats::
-//     graph_pools_held counts such pools). Call Release.
+//     graph_pools_held counts such pools), or, once retained by graphs,
+//     until they are gone (graph_pools_awaiting_graphs). Call Release or
+//     RetainBy.
 //   * A poisoned device drops the pool's blocks without runtime calls.
 //
 // Thread safety: GraphPool and CaptureScope are move-only handles used by one
@@ -49,6 +54,11 @@
 //   }  // the scope ends after the capture
 //   ... replay the graph ...
 //   pool->Release({stream});  // when the graph is destroyed
+//
+// Or, where the runtime has user objects, the graphs release it:
+//
+//   pool->RetainBy(graph);  // after cudaStreamEndCapture
+//   // drop the pool: it goes back once `graph` and its launches are gone
 
 #ifndef GPUPOOL_GRAPH_POOL_H_
 #define GPUPOOL_GRAPH_POOL_H_
@@ -112,6 +122,21 @@ class GPUPOOL_EXPORT GraphPool {
   // the graphs are destroyed. FailedPrecondition while a CaptureScope is
   // open on the pool or after an earlier Release.
   absl::Status Release(const std::vector<NativeStream>& replay_streams = {});
+
+  // Ties the pool to `graph` (a `cudaGraph_t`/`hipGraph_t` captured into
+  // it; call after EndCapture): the graph holds a reference to the pool
+  // through a runtime user object, and every executable graph instantiated
+  // from it afterwards holds its own. Several graphs may retain one pool.
+  // Once the handle lets go (destroyed, or Release) and every retaining
+  // graph, its executable graphs and their launches are gone, the pool's
+  // blocks go back to the general cache on the next Allocate or Trim of the
+  // cache, with no stream for the caller to name; leases still out are
+  // fenced on their own streams when returned. Until then the handle works
+  // as before (new scopes on the pool included). InvalidArgument for an
+  // empty pool or a null graph; FailedPrecondition after Release;
+  // Unimplemented on a backend without user objects (Release(streams) is
+  // the way there); the runtime's error (kCaller) for a foreign graph.
+  absl::Status RetainBy(NativeGraph graph);
 
  private:
   GraphPool(std::shared_ptr<internal::AllocationCacheCore> core,

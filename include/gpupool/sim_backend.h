@@ -67,8 +67,13 @@ enum class SimOp {
   kIpcGetHandle,
   kIpcOpenHandle,
   kIpcCloseHandle,
+  // User objects (sim_user_objects.h).
+  kUserObjectCreate,
+  kUserObjectRetain,
+  kUserObjectRelease,
 };
-inline constexpr int kSimOpCount = static_cast<int>(SimOp::kIpcCloseHandle) + 1;
+inline constexpr int kSimOpCount =
+    static_cast<int>(SimOp::kUserObjectRelease) + 1;
 GPUPOOL_EXPORT absl::string_view SimOpName(SimOp op);
 
 // Latencies charged (slept, outside locks) per primitive, and the runtime's
@@ -135,6 +140,12 @@ struct SimGraph {
   explicit operator bool() const { return id != 0; }
 };
 
+// The NativeGraph that names `graph` to the Backend primitives
+// (RetainUserObjectByGraph).
+inline NativeGraph NativeGraphOf(SimGraph graph) {
+  return reinterpret_cast<NativeGraph>(static_cast<uintptr_t>(graph.id));
+}
+
 class GPUPOOL_EXPORT SimBackend : public Backend {
  public:
   explicit SimBackend(SimOptions options = {});
@@ -198,6 +209,22 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
   // Not a fault-injection point, and not counted (a pure lookup, like
   // cuMemGetAddressRange's driver-side table walk).
   absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) override;
+
+  // User objects as the CUDA Programming Guide describes them ("CUDA User
+  // Objects"; docs/backends.md, "User objects in the simulator"): a graph's
+  // references die with DestroyGraph (the executable graph is folded into
+  // the graph), and a destructor runs once no reference is left and every
+  // launch of a graph that held the object completed. The simulator runs due
+  // destructors after DestroyGraph, ReleaseUserObject, CompleteAllWork,
+  // CompleteWork and stream and event queries and synchronizes, on the
+  // calling thread with no lock held. Any primitive called from inside a
+  // destructor is a misuse (and fails with kCaller). The graph is
+  // NativeGraphOf(graph); an unknown or destroyed one is InvalidArgument.
+  absl::StatusOr<NativeUserObject> CreateUserObject(
+      int device, UserObjectDestructor destroy, void* data) override;
+  absl::Status RetainUserObjectByGraph(int device, NativeGraph graph,
+                                       NativeUserObject object) override;
+  absl::Status ReleaseUserObject(int device, NativeUserObject object) override;
 
   // --- Fault injection -----------------------------------------------------
   // The next call of `op` (on `device`, or on any device when -1) returns
@@ -277,6 +304,8 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
   bool graph_launch_pending(SimGraph graph) const;
   int64_t graph_misuses() const;
   std::vector<std::string> graph_misuse_log() const;
+  // User objects whose destructor has not run yet.
+  int live_user_objects() const;
 
   // --- Inspection ----------------------------------------------------------
   int live_streams(int device) const;

@@ -203,6 +203,7 @@ AllocationCacheStats& AllocationCacheStats::operator+=(
   blocks_leaked += other.blocks_leaked;
   graph_pools += other.graph_pools;
   graph_pools_held += other.graph_pools_held;
+  graph_pools_awaiting_graphs += other.graph_pools_awaiting_graphs;
   blocks_in_graph_pools += other.blocks_in_graph_pools;
   bytes_in_graph_pools += other.bytes_in_graph_pools;
   blocks_held_for_captures += other.blocks_held_for_captures;
@@ -257,6 +258,10 @@ std::string AllocationCacheStats::ToString() const {
                     ReadableBytes(bytes_in_graph_pools), ")");
     if (graph_pools_held != 0) {
       absl::StrAppend(&out, " graph_pools_held=", graph_pools_held);
+    }
+    if (graph_pools_awaiting_graphs != 0) {
+      absl::StrAppend(&out, " graph_pools_awaiting_graphs=",
+                      graph_pools_awaiting_graphs);
     }
   }
   if (blocks_held_for_captures != 0) {

@@ -196,6 +196,9 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   //    or no capture registered, this is one or two loads and no runtime
   //    call.
   CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (ABSL_PREDICT_FALSE(router != nullptr && router->HasCollectable())) {
+    router->Collect();
+  }
   if (ABSL_PREDICT_FALSE(router != nullptr && router->Routing()) &&
       stream != nullptr) {
     absl::StatusOr<CaptureInfo> info = backend_.GetCaptureInfo(device, stream);

@@ -27,6 +27,10 @@ absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
                       lifetime_.InRange(device) && poisoned(device);
     return dead ? absl::OkStatus() : usable;
   }
+  if (CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+      router != nullptr && router->HasCollectable()) {
+    router->Collect();
+  }
   absl::Status first;
   for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
     const size_t cached = device_cached_bytes_[device].value.load();

@@ -54,6 +54,12 @@ class CaptureRouter {
                      NativeStream stream, const CaptureInfo& info) = 0;
   // The release of a block whose `owner` this router set.
   virtual void Return(AllocationShard& shard, AllocationBlock* block) = 0;
+  // Whether the router has blocks to give back that no call of its own will
+  // reach (their owner let go of them from another thread): read lock-free
+  // on every Allocate and at Trim, which then call Collect with no lock
+  // held. Collect gives them back (runtime calls allowed).
+  virtual bool HasCollectable() const { return false; }
+  virtual void Collect() {}
   // Every block the pools hold unleased, taken out of them (owner cleared):
   // the cache is freeing everything.
   virtual std::vector<AllocationBlock*> TakeAllUnleased() = 0;

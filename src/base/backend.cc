@@ -46,6 +46,26 @@ absl::StatusOr<AddressRange> Backend::GetAddressRange(int, void*) {
       std::string(name()), " backend cannot query an address range"));
 }
 
+// --- User objects ------------------------------------------------------------
+
+absl::StatusOr<NativeUserObject> Backend::CreateUserObject(int,
+                                                           UserObjectDestructor,
+                                                           void*) {
+  return absl::UnimplementedError(
+      absl::StrCat(std::string(name()), " backend has no user objects"));
+}
+
+absl::Status Backend::RetainUserObjectByGraph(int, NativeGraph,
+                                              NativeUserObject) {
+  return absl::UnimplementedError(
+      absl::StrCat(std::string(name()), " backend has no user objects"));
+}
+
+absl::Status Backend::ReleaseUserObject(int, NativeUserObject) {
+  return absl::UnimplementedError(
+      absl::StrCat(std::string(name()), " backend has no user objects"));
+}
+
 absl::Status Backend::ResetStreamAttributes(int, NativeStream) {
   return absl::OkStatus();
 }

@@ -25,12 +25,31 @@
 
 namespace gpupool::internal {
 
+// The references to a graph-owned pool (GraphPool::RetainBy): one per graph
+// that retains it, dropped by a user object's destructor on a runtime
+// thread, and the handle's, dropped when the handle lets go. Lock-free: a
+// destructor may take no lock a runtime thread could wait on. The last drop
+// raises `collect` (the router's HasCollectable).
+struct GraphRetain {
+  std::atomic<int64_t> refs{0};
+  std::shared_ptr<std::atomic<bool>> collect;
+
+  void Drop() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      collect->store(true, std::memory_order_release);
+    }
+  }
+};
+
 struct GraphPoolState {
   GraphPoolState(uint64_t pool_id, int pool_device)
-      : id(pool_id), device(pool_device) {}
+      : id(pool_id),
+        device(pool_device),
+        retain(std::make_shared<GraphRetain>()) {}
 
   const uint64_t id;
   const int device;
+  const std::shared_ptr<GraphRetain> retain;
 
   Mutex mu;
   // Blocks the pool holds that no lease holds. Reusable by a capture into
@@ -48,6 +67,12 @@ struct GraphPoolState {
   // The handle was dropped before Release: nobody can name the streams the
   // graphs replay on, so the blocks are held until the cache is destroyed.
   bool held ABSL_GUARDED_BY(mu) = false;
+  // Retained by a graph (RetainBy succeeded once): the pool is released,
+  // with no stream fence of the caller's, once `retain` counts no reference.
+  bool graph_owned ABSL_GUARDED_BY(mu) = false;
+  // The handle of a graph-owned pool let go (dropped or Release): only the
+  // graphs' references are left.
+  bool handle_let_go ABSL_GUARDED_BY(mu) = false;
   // Release's fence: later returns of leased blocks record on these too.
   std::vector<NativeStream> replay_streams ABSL_GUARDED_BY(mu);
 };

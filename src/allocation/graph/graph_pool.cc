@@ -57,6 +57,13 @@ absl::Status GraphPool::Release(const std::vector<NativeStream>& streams) {
   return internal::GraphPools::Of(*core_).Release(*state_, streams);
 }
 
+absl::Status GraphPool::RetainBy(NativeGraph graph) {
+  if (state_ == nullptr) {
+    return absl::InvalidArgumentError("GraphPool::RetainBy: empty pool");
+  }
+  return internal::GraphPools::Of(*core_).RetainBy(*state_, graph);
+}
+
 absl::StatusOr<CaptureScope> GraphPool::BeginCapture(
     NativeStream origin) const {
   if (state_ == nullptr) {

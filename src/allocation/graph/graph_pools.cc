@@ -42,6 +42,14 @@ std::shared_ptr<GraphPoolState> PoolOf(const AllocationBlock& block) {
   return std::static_pointer_cast<GraphPoolState>(block.owner);
 }
 
+// A retaining graph's user object is gone, with every launch that used it:
+// runs on a runtime thread, so no runtime call and no lock, only the count.
+void GraphLetGo(void* data) {
+  auto* retain = static_cast<std::shared_ptr<GraphRetain>*>(data);
+  (*retain)->Drop();
+  delete retain;
+}
+
 }  // namespace
 
 GraphPools& GraphPools::Of(AllocationCacheCore& core) {
@@ -56,7 +64,9 @@ absl::StatusOr<std::shared_ptr<GraphPoolState>> GraphPools::NewPool(
       !usable.ok()) {
     return usable;
   }
-  return routes_.NewPool(device);
+  std::shared_ptr<GraphPoolState> pool = routes_.NewPool(device);
+  pool->retain->collect = collect_;  // before any thread can see the pool
+  return pool;
 }
 
 absl::StatusOr<uint64_t> GraphPools::OpenRoute(
@@ -285,9 +295,21 @@ void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
   delete block;
 }
 
+std::vector<AllocationBlock*> GraphPools::TakeForRelease(
+    GraphPoolState& pool) {
+  pool.released = true;
+  std::vector<AllocationBlock*> blocks = std::exchange(pool.free, {});
+  for (const AllocationBlock* block : blocks) {
+    pool.bytes -= static_cast<int64_t>(block->size);
+    --pool.blocks;
+  }
+  return blocks;
+}
+
 absl::Status GraphPools::Release(GraphPoolState& pool,
                                  const std::vector<NativeStream>& streams) {
   std::vector<AllocationBlock*> blocks;
+  bool graph_owned = false;
   {
     MutexLock lock(&pool.mu);
     if (pool.scope_open) {
@@ -295,17 +317,24 @@ absl::Status GraphPools::Release(GraphPoolState& pool,
           absl::StrCat("GraphPool::Release: pool ", pool.id,
                        " has a capture scope open; end it first"));
     }
-    if (pool.released) {
+    if (pool.released || pool.handle_let_go) {
       return absl::FailedPreconditionError(absl::StrCat(
           "GraphPool::Release: pool ", pool.id, " was already released"));
     }
-    pool.released = true;
     pool.replay_streams = Distinct(streams);
-    blocks = std::exchange(pool.free, {});
-    for (const AllocationBlock* block : blocks) {
-      pool.bytes -= static_cast<int64_t>(block->size);
-      --pool.blocks;
+    graph_owned = pool.graph_owned;
+    if (graph_owned) {
+      // Graphs retain the pool: the handle lets go, and the release waits
+      // for them (Collect), fenced on `streams` too.
+      pool.handle_let_go = true;
+      blocks = {};
+    } else {
+      blocks = TakeForRelease(pool);
     }
+  }
+  if (graph_owned) {
+    pool.retain->Drop();
+    return absl::OkStatus();
   }
   if (core_.Forked())
     return absl::OkStatus();  // leaked with the parent's memory
@@ -321,8 +350,87 @@ absl::Status GraphPools::Release(GraphPoolState& pool,
 }
 
 void GraphPools::Hold(GraphPoolState& pool) {
+  {
+    MutexLock lock(&pool.mu);
+    if (pool.released || pool.handle_let_go) return;
+    if (!pool.graph_owned) {
+      pool.held = true;
+      return;
+    }
+    pool.handle_let_go = true;
+  }
+  // The graphs know when they are done: the pool waits for them.
+  pool.retain->Drop();
+}
+
+absl::Status GraphPools::RetainBy(GraphPoolState& pool, NativeGraph graph) {
+  if (graph == nullptr) {
+    return absl::InvalidArgumentError("GraphPool::RetainBy: null graph");
+  }
+  if (absl::Status usable = core_.CheckUsable(pool.device, "GraphPool::RetainBy");
+      !usable.ok()) {
+    return usable;
+  }
+  {
+    MutexLock lock(&pool.mu);
+    if (pool.released || pool.handle_let_go) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GraphPool::RetainBy: pool ", pool.id, " was already released"));
+    }
+  }
+  auto* token = new std::shared_ptr<GraphRetain>(pool.retain);
+  absl::StatusOr<NativeUserObject> object =
+      core_.backend().CreateUserObject(pool.device, &GraphLetGo, token);
+  if (!object.ok()) {
+    delete token;
+    if (core_.PoisonIfSticky(pool.device, object.status())) {
+      return core_.PoisonedError(pool.device);
+    }
+    return object.status();
+  }
+  // The graph's reference, counted before anything can drop it: from here
+  // on the destructor runs exactly once whatever happens.
+  pool.retain->refs.fetch_add(1, std::memory_order_acq_rel);
+  absl::Status moved =
+      core_.backend().RetainUserObjectByGraph(pool.device, graph, *object);
+  if (!moved.ok()) {
+    // Still ours: releasing it runs the destructor, which drops the count.
+    core_.backend().ReleaseUserObject(pool.device, *object).IgnoreError();
+    if (core_.PoisonIfSticky(pool.device, moved)) {
+      return core_.PoisonedError(pool.device);
+    }
+    return moved;
+  }
   MutexLock lock(&pool.mu);
-  if (!pool.released) pool.held = true;
+  if (!pool.graph_owned) {
+    pool.graph_owned = true;
+    // The handle's reference, until it lets go.
+    pool.retain->refs.fetch_add(1, std::memory_order_acq_rel);
+  }
+  return absl::OkStatus();
+}
+
+void GraphPools::Collect() {
+  if (!collect_->exchange(false, std::memory_order_acq_rel)) return;
+  for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
+    std::vector<AllocationBlock*> blocks;
+    std::vector<NativeStream> streams;
+    {
+      MutexLock lock(&pool->mu);
+      // A scope still open waits for its end (CloseRoute raises the flag).
+      if (!pool->graph_owned || pool->released || pool->scope_open ||
+          pool->retain->refs.load(std::memory_order_acquire) != 0) {
+        continue;
+      }
+      blocks = TakeForRelease(*pool);
+      streams = pool->replay_streams;
+    }
+    if (core_.Forked()) continue;  // leaked with the parent's memory
+    // Every graph that used the blocks is gone and its launches completed
+    // (the user objects prove it): fenced on the streams a Release named,
+    // and on those the blocks hold events for, as any give-back.
+    for (AllocationBlock* block : blocks) core_.GiveBack(block, streams);
+  }
 }
 
 bool GraphPools::Adopt(AllocationShard& shard, AllocationBlock* block,
@@ -368,6 +476,9 @@ void GraphPools::AddStats(int device, AllocationCacheStats* stats) const {
     MutexLock lock(&pool->mu);
     if (!pool->released) ++stats->graph_pools;
     if (!pool->released && pool->held) ++stats->graph_pools_held;
+    if (!pool->released && pool->handle_let_go) {
+      ++stats->graph_pools_awaiting_graphs;
+    }
     stats->blocks_in_graph_pools += static_cast<int64_t>(pool->free.size());
     for (const AllocationBlock* block : pool->free) {
       stats->bytes_in_graph_pools += static_cast<int64_t>(block->size);
@@ -415,7 +526,11 @@ std::string GraphPools::DebugString() const {
                     pool->captures, " captures",
                     pool->scope_open ? ", capturing" : "",
                     pool->released ? ", released" : "",
-                    pool->held ? ", held (handle dropped unreleased)" : "");
+                    pool->held ? ", held (handle dropped unreleased)" : "",
+                    pool->graph_owned ? ", retained by graphs" : "",
+                    pool->handle_let_go && !pool->released
+                        ? ", awaiting its graphs"
+                        : "");
   }
   return out;
 }

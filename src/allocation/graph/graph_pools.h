@@ -10,6 +10,7 @@
 #ifndef GPUPOOL_SRC_ALLOCATION_GRAPH_GRAPH_POOLS_H_
 #define GPUPOOL_SRC_ALLOCATION_GRAPH_GRAPH_POOLS_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,12 +40,19 @@ class GraphPools final : public CaptureRouter {
   // A route for the capture on `origin` (one GetCaptureInfo call); its id.
   absl::StatusOr<uint64_t> OpenRoute(std::shared_ptr<GraphPoolState> pool,
                                      NativeStream origin);
-  void CloseRoute(uint64_t route_id) { routes_.CloseRoute(route_id); }
+  void CloseRoute(uint64_t route_id) {
+    routes_.CloseRoute(route_id);
+    // A graph-owned pool whose references went while the scope was open.
+    collect_->store(true, std::memory_order_release);
+  }
+  // GraphPool::RetainBy's work: a user object whose destructor drops one
+  // reference to `pool`, moved into `graph`.
+  absl::Status RetainBy(GraphPoolState& pool, NativeGraph graph);
   absl::Status Release(GraphPoolState& pool,
                        const std::vector<NativeStream>& streams);
   // The handle of an unreleased pool is gone: nobody can name its replay
   // streams, so its blocks are held (never given back unfenced) until the
-  // cache is destroyed.
+  // cache is destroyed; a graph-owned pool waits for its graphs instead.
   void Hold(GraphPoolState& pool);
 
   // --- CaptureRouter ---
@@ -55,6 +63,11 @@ class GraphPools final : public CaptureRouter {
   bool Adopt(AllocationShard& shard, AllocationBlock* block,
              NativeStream stream, const CaptureInfo& info) override;
   void Return(AllocationShard& shard, AllocationBlock* block) override;
+  bool HasCollectable() const override {
+    return collect_->load(std::memory_order_acquire);
+  }
+  // Releases the graph-owned pools that no reference holds any more.
+  void Collect() override;
   std::vector<AllocationBlock*> TakeAllUnleased() override;
   void AddStats(int device, AllocationCacheStats* stats) const override;
   std::string DebugString() const override;
@@ -77,8 +90,16 @@ class GraphPools final : public CaptureRouter {
   void Forget(GraphPoolState& pool, AllocationShard& shard,
               AllocationBlock* block, RetireReason how);
 
+  // Takes every free block out of `pool` and marks it released; the blocks
+  // and the streams that fence them.
+  std::vector<AllocationBlock*> TakeForRelease(GraphPoolState& pool)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool.mu);
+
   AllocationCacheCore& core_;
   CaptureRoutes routes_;
+  // Raised when a graph-owned pool may have become releasable.
+  const std::shared_ptr<std::atomic<bool>> collect_ =
+      std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace gpupool::internal

@@ -11,6 +11,7 @@
 //   SimIpcRegistry    sim_ipc.h      the shared-memory IPC registry
 //   SimCaptureModel   sim_capture.h  open captures and their rules
 //   SimGraphModel     sim_graphs.h   graphs, launches, the graph oracle
+//   SimUserObjects    sim_user_objects.h  user objects, deferred destructors
 //
 // Every primitive follows the same order, so tests can rely on it:
 //   1. count the call (per op, and per device when it names a valid one);
@@ -23,7 +24,8 @@
 // Lock order (a model that needs another takes the locks in this order):
 //   DeviceState::mu (per device) → SimCaptureModel's per-device mutex →
 //   SimGraphModel's per-device mutex → SimMemory's per-device mutex →
-//   SimIpcRegistry's mutex. The misuse log's, the injection queue's and the
+//   SimIpcRegistry's mutex; SimUserObjects' mutex is taken after a device's
+//   (the leak check) or alone, never before another. The misuse log's, the injection queue's and the
 //   graph oracle log's mutexes are leaves: nothing is taken under them, and
 //   the misuse hook runs under no lock at all.
 
@@ -54,6 +56,7 @@
 #include "src/backends/sim/sim_memory.h"
 #include "src/backends/sim/sim_misuse.h"
 #include "src/backends/sim/sim_streams.h"
+#include "src/backends/sim/sim_user_objects.h"
 
 namespace gpupool {
 
@@ -67,7 +70,7 @@ struct SimBackend::State {
         device_count(std::clamp(options.device_count, 0,
                                 sim_internal::kMaxAddressDevices)),
         misuse(options.on_misuse),
-        faults(device_count),
+        faults(device_count, misuse),
         devices(device_count, faults, misuse),
         ipc(options.ipc_namespace),
         memory(options.memory_per_device, options.profile, faults, devices,
@@ -75,7 +78,8 @@ struct SimBackend::State {
         captures(options.profile, faults, devices, memory, misuse),
         graphs(devices, captures, memory, misuse),
         streams(options.profile, faults, devices, captures, misuse),
-        events(options.profile, faults, devices, captures, misuse) {}
+        events(options.profile, faults, devices, captures, misuse),
+        user_objects(faults, devices, graphs, misuse) {}
 
   // Live handles on devices that are not poisoned, sorted per device for
   // stable output.
@@ -90,6 +94,7 @@ struct SimBackend::State {
         d.AppendLeaks(&found);
         memory.AppendLeaks(device, &found);
         graphs.AppendLeaks(d, &found);
+        user_objects.AppendLeaks(device, &found);
       }
       std::sort(found.begin(), found.end());
       for (auto& entry : found) leaks.push_back(std::move(entry.second));
@@ -108,6 +113,7 @@ struct SimBackend::State {
   sim_internal::SimGraphModel graphs;
   sim_internal::SimStreams streams;
   sim_internal::SimEvents events;
+  sim_internal::SimUserObjects user_objects;
 };
 
 SimBackend::SimBackend(SimOptions options)
@@ -139,10 +145,13 @@ absl::Status SimBackend::DestroyStream(int device, NativeStream stream) {
   return state_->streams.DestroyStream(device, stream);
 }
 absl::Status SimBackend::QueryStream(int device, NativeStream stream) {
+  state_->user_objects.Sweep();
   return state_->streams.QueryStream(device, stream);
 }
 absl::Status SimBackend::SynchronizeStream(int device, NativeStream stream) {
-  return state_->streams.SynchronizeStream(device, stream);
+  absl::Status status = state_->streams.SynchronizeStream(device, stream);
+  state_->user_objects.Sweep();
+  return status;
 }
 absl::StatusOr<CaptureStatus> SimBackend::GetCaptureStatus(
     int device, NativeStream stream) {
@@ -182,10 +191,13 @@ absl::Status SimBackend::RecordEvent(int device, NativeEvent event,
   return state_->events.RecordEvent(device, event, stream);
 }
 absl::Status SimBackend::QueryEvent(int device, NativeEvent event) {
+  state_->user_objects.Sweep();
   return state_->events.QueryEvent(device, event);
 }
 absl::Status SimBackend::SynchronizeEvent(int device, NativeEvent event) {
-  return state_->events.SynchronizeEvent(device, event);
+  absl::Status status = state_->events.SynchronizeEvent(device, event);
+  state_->user_objects.Sweep();
+  return status;
 }
 
 // --- Backend: memory and IPC
@@ -251,9 +263,13 @@ void SimBackend::ResetDevice(int device) {
 void SimBackend::SubmitWork(NativeStream stream, absl::Duration duration) {
   state_->streams.SubmitWork(stream, duration);
 }
-void SimBackend::CompleteAllWork() { state_->devices.CompleteAllWork(); }
+void SimBackend::CompleteAllWork() {
+  state_->devices.CompleteAllWork();
+  state_->user_objects.Sweep();
+}
 void SimBackend::CompleteWork(NativeStream stream) {
   state_->streams.CompleteWork(stream);
+  state_->user_objects.Sweep();
 }
 void SimBackend::BeginCapture(NativeStream stream) {
   absl::Status status = BeginCapture(stream, SimCaptureMode::kGlobal);
@@ -280,10 +296,15 @@ absl::Status SimBackend::InstantiateGraph(SimGraph graph) {
   return state_->graphs.InstantiateGraph(graph);
 }
 absl::Status SimBackend::LaunchGraph(SimGraph graph, NativeStream stream) {
-  return state_->graphs.LaunchGraph(graph, stream);
+  std::vector<uint64_t> tickets;
+  absl::Status status = state_->graphs.LaunchGraph(graph, stream, &tickets);
+  if (status.ok()) state_->user_objects.NoteLaunch(graph.id, tickets);
+  return status;
 }
 absl::Status SimBackend::DestroyGraph(SimGraph graph) {
-  return state_->graphs.DestroyGraph(graph);
+  absl::Status status = state_->graphs.DestroyGraph(graph);
+  if (status.ok()) state_->user_objects.NoteGraphDestroyed(graph.id);
+  return status;
 }
 void SimBackend::TouchMemory(NativeStream stream, const void* ptr,
                              size_t bytes) {
@@ -396,6 +417,24 @@ int64_t SimBackend::ipc_maps() const { return state_->ipc.maps(); }
 int64_t SimBackend::ipc_unmaps() const { return state_->ipc.unmaps(); }
 int SimBackend::ipc_mappings_live() const {
   return state_->ipc.mappings_live();
+}
+
+// --- User objects -------------------------------------------------------------
+
+absl::StatusOr<NativeUserObject> SimBackend::CreateUserObject(
+    int device, UserObjectDestructor destroy, void* data) {
+  return state_->user_objects.Create(device, destroy, data);
+}
+absl::Status SimBackend::RetainUserObjectByGraph(int device, NativeGraph graph,
+                                                 NativeUserObject object) {
+  return state_->user_objects.RetainByGraph(device, graph, object);
+}
+absl::Status SimBackend::ReleaseUserObject(int device,
+                                           NativeUserObject object) {
+  return state_->user_objects.Release(device, object);
+}
+int SimBackend::live_user_objects() const {
+  return state_->user_objects.live_user_objects();
 }
 
 }  // namespace gpupool

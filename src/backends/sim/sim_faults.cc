@@ -5,22 +5,37 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/optional.h"
 #include "gpupool/sim_backend.h"
 #include "src/backends/sim/sim_support.h"
+#include "src/backends/sim/sim_user_objects.h"
 
 namespace gpupool {
 namespace sim_internal {
 
-SimFaultInjector::SimFaultInjector(int device_count)
+SimFaultInjector::SimFaultInjector(int device_count, SimMisuseLog& misuse)
     : device_count_(device_count),
+      misuse_(misuse),
       device_calls_(
           std::make_unique<DeviceCalls[]>(static_cast<size_t>(device_count))) {}
+
+absl::Status SimFaultInjector::FromDestructor(SimOp op) {
+  std::string message =
+      absl::StrCat(SimOpName(op),
+                   " called from a user object's destructor, where no "
+                   "runtime call is allowed");
+  absl::Status refused =
+      CallerError(absl::StatusCode::kFailedPrecondition, message);
+  misuse_.Report(std::move(message));
+  return refused;
+}
 
 absl::Status SimFaultInjector::Enter(SimOp op, int device) {
   const int index = static_cast<int>(op);
@@ -35,6 +50,7 @@ absl::Status SimFaultInjector::Enter(SimOp op, int device) {
     absl::optional<absl::Status> injected = TakeInjected(op, device);
     if (injected.has_value()) return *std::move(injected);
   }
+  if (ABSL_PREDICT_FALSE(InUserObjectDestructor())) return FromDestructor(op);
   if (!valid) {
     return CallerError(absl::StatusCode::kInvalidArgument,
                        absl::StrCat(SimOpName(op), ": device ", device,
@@ -50,6 +66,7 @@ absl::Status SimFaultInjector::EnterWithoutDevice(SimOp op) {
     absl::optional<absl::Status> injected = TakeInjected(op, -1);
     if (injected.has_value()) return *std::move(injected);
   }
+  if (ABSL_PREDICT_FALSE(InUserObjectDestructor())) return FromDestructor(op);
   return absl::OkStatus();
 }
 

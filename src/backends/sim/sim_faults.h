@@ -20,19 +20,21 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/optional.h"
 #include "gpupool/sim_backend.h"
+#include "src/backends/sim/sim_misuse.h"
 
 namespace gpupool {
 namespace sim_internal {
 
 class SimFaultInjector {
  public:
-  explicit SimFaultInjector(int device_count);
+  SimFaultInjector(int device_count, SimMisuseLog& misuse);
   SimFaultInjector(const SimFaultInjector&) = delete;
   SimFaultInjector& operator=(const SimFaultInjector&) = delete;
 
   // Steps 1-3 of every primitive naming `device` (sim_backend.cc lists
   // them): count the call, return a matching queued failure, reject a bad
-  // device (kCaller).
+  // device (kCaller). A call from inside a user object's destructor is a
+  // misuse: reported, and refused with kCaller.
   absl::Status Enter(SimOp op, int device);
   // Steps 1-2 for primitives that name no device.
   absl::Status EnterWithoutDevice(SimOp op);
@@ -59,10 +61,13 @@ class SimFaultInjector {
     std::atomic<int64_t> op_calls[kSimOpCount] = {};
   };
 
+  // Reports a call of `op` from a user object's destructor; its refusal.
+  absl::Status FromDestructor(SimOp op);
   // Removes and returns the first queued injection matching the call.
   absl::optional<absl::Status> TakeInjected(SimOp op, int device);
 
   const int device_count_;
+  SimMisuseLog& misuse_;
   std::unique_ptr<DeviceCalls[]> device_calls_;
   // Calls that named no valid device (per op).
   std::atomic<int64_t> calls_without_device_[kSimOpCount] = {};

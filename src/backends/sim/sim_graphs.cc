@@ -119,7 +119,8 @@ void SimGraphModel::CheckLaunch(int device, const DeviceGraphs& graphs,
   }
 }
 
-absl::Status SimGraphModel::LaunchGraph(SimGraph graph, NativeStream stream) {
+absl::Status SimGraphModel::LaunchGraph(SimGraph graph, NativeStream stream,
+                                        std::vector<uint64_t>* tickets) {
   if (!devices_.ValidDevice(graph.device)) {
     return UnknownGraph("LaunchGraph", graph);
   }
@@ -164,6 +165,7 @@ absl::Status SimGraphModel::LaunchGraph(SimGraph graph, NativeStream stream) {
       g.last_launch.push_back(ticket);
       if (target != nullptr) target->work.push_back(ticket);
     }
+    if (tickets != nullptr) *tickets = g.last_launch;
   }
   if (!findings.empty()) {
     misuse_count_.fetch_add(static_cast<int64_t>(findings.size()),
@@ -219,6 +221,13 @@ int SimGraphModel::live_graphs(int device) const {
   const DeviceGraphs& graphs = *graphs_[device];
   absl::ReaderMutexLock lock(&graphs.mu);
   return static_cast<int>(graphs.graphs.size());
+}
+
+bool SimGraphModel::HasGraph(int device, uint64_t id) const {
+  if (!devices_.ValidDevice(device)) return false;
+  const DeviceGraphs& graphs = *graphs_[device];
+  absl::ReaderMutexLock lock(&graphs.mu);
+  return graphs.graphs.contains(id);
 }
 
 bool SimGraphModel::graph_launch_pending(SimGraph graph) const {

@@ -47,13 +47,16 @@ class SimGraphModel {
   // --- Test controls (SimBackend documents them) ---------------------------
   absl::StatusOr<SimGraph> EndCaptureToGraph(NativeStream stream);
   absl::Status InstantiateGraph(SimGraph graph);
-  absl::Status LaunchGraph(SimGraph graph, NativeStream stream);
+  // `tickets`, when given, receives the launch's work tickets.
+  absl::Status LaunchGraph(SimGraph graph, NativeStream stream,
+                           std::vector<uint64_t>* tickets = nullptr);
   absl::Status DestroyGraph(SimGraph graph);
   void ClaimMemory(const void* ptr, size_t bytes, uint64_t owner);
   void ReleaseClaim(const void* ptr);
 
   // --- Inspection --------------------------------------------------------
   int live_graphs(int device) const;
+  bool HasGraph(int device, uint64_t id) const;
   bool graph_launch_pending(SimGraph graph) const;
   int64_t graph_misuses() const {
     return misuse_count_.load(std::memory_order_relaxed);

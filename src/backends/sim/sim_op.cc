@@ -51,6 +51,12 @@ absl::string_view SimOpName(SimOp op) {
       return "OpenIpcHandle";
     case SimOp::kIpcCloseHandle:
       return "CloseIpcHandle";
+    case SimOp::kUserObjectCreate:
+      return "CreateUserObject";
+    case SimOp::kUserObjectRetain:
+      return "RetainUserObjectByGraph";
+    case SimOp::kUserObjectRelease:
+      return "ReleaseUserObject";
   }
   return "UnknownSimOp";
 }
