@@ -119,7 +119,7 @@ void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
       FreeBlock(shard, block).IgnoreError();
     } else {
       block->events.clear();
-      shard.Retire(RetireReason::kLeaked);
+      shard.Forget(block, RetireReason::kLeaked);
       delete block;
     }
   }
@@ -135,12 +135,19 @@ size_t AllocationCacheCore::ReleaseAllCached(AllocationShard& shard) {
       .bytes;
 }
 
+size_t AllocationCacheCore::ReleaseCachedFor(AllocationShard& shard,
+                                             size_t bytes) {
+  return ReleaseCached(shard, bytes, /*with_retiring=*/true,
+                       /*best_match=*/true)
+      .bytes;
+}
+
 AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
-    AllocationShard& shard, size_t bytes, bool with_retiring) {
+    AllocationShard& shard, size_t bytes, bool with_retiring, bool best_match) {
   BlockVector blocks;
   BlockVector stale;
-  shard.TakeForRelease(bytes, with_retiring, generation(shard.device()),
-                       &blocks, &stale);
+  shard.TakeForRelease(bytes, with_retiring, best_match,
+                       generation(shard.device()), &blocks, &stale);
   DeleteBlocks(stale);
   return ReleaseBlocks(shard, std::move(blocks));
 }
@@ -179,22 +186,27 @@ absl::Status AllocationCacheCore::Dispose(AllocationShard& shard,
                                           AllocationBlock* block,
                                           BlockState state) {
   if (state == BlockState::kIdle) return FreeBlock(shard, block);
-  shard.Retire(state == BlockState::kDrop ? RetireReason::kDropped
-                                          : RetireReason::kLeaked);
+  shard.Forget(block, state == BlockState::kDrop ? RetireReason::kDropped
+                                                 : RetireReason::kLeaked);
   delete block;
   return absl::OkStatus();
 }
 
 absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
                                             AllocationBlock* block) {
-  absl::Status status;
   if (poisoned(block->device) ||
       block->generation != generation(block->device)) {
-    shard.Retire(RetireReason::kDropped);
-  } else {
-    status = FreeRaw(shard, block->ptr);
+    shard.Forget(block, RetireReason::kDropped);
+    delete block;
+    return absl::OkStatus();
   }
-  delete block;
+  // Part of a segment goes back to the free index (merged with the free
+  // blocks beside it); only a whole segment goes back to the runtime.
+  block->owner.reset();
+  AllocationBlock* whole = shard.KeepIfPart(block);
+  if (whole == nullptr) return absl::OkStatus();
+  absl::Status status = FreeRaw(shard, whole->ptr);
+  delete whole;
   return status;
 }
 

@@ -1,0 +1,122 @@
+// The index over a shard's free (cached) blocks: segregated fit after TLSF
+// (two-level segregated fit). Size classes (size_classes.h) are the two
+// levels — a power of two, then four sub-bins — and a two-level bitmap of the
+// non-empty classes finds the smallest class at or above a request's in O(1)
+// (a few word operations, independent of the number of blocks). A free block
+// is listed under the largest class not above its size, so every block of a
+// class at or above the request's class fits the request ("good fit").
+//
+// Per class a free block is in one of two lists:
+//   ready    no pending work anywhere: any request may take it (LIFO);
+//   pending  events recorded at release may still be pending (FIFO by release
+//            time, so the oldest — likeliest complete — is checked first).
+// A pending block whose events were all recorded on one stream is also in
+// that stream's own classes (LIFO), so a request on that stream takes it in
+// O(1) without any check.
+//
+// Not thread-safe: the owning shard guards it with its lock.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_FREE_INDEX_H_
+#define GPUPOOL_SRC_ALLOCATION_FREE_INDEX_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "gpupool/backend.h"
+#include "src/allocation/block.h"
+
+namespace gpupool::internal {
+
+// One bit per size class, with a summary word of the non-empty words: the
+// first set class at or above a given one is found in O(1).
+class ClassBitmap {
+ public:
+  // Classes 0..kMaxClasses-1 (size_classes.h defines at most ~215).
+  static constexpr int kWords = 4;
+  static constexpr int kMaxClasses = kWords * 64;
+
+  void Set(int size_class);
+  void Clear(int size_class);
+  bool empty() const { return summary_ == 0; }
+  // The smallest set class >= `size_class`, or -1.
+  int FindAtOrAbove(int size_class) const;
+
+ private:
+  std::array<uint64_t, kWords> words_{};
+  uint64_t summary_ = 0;
+};
+
+// Largest size class whose bytes are <= `bytes` (bytes >= 512).
+int FloorSizeClass(size_t bytes);
+
+class FreeIndex {
+ public:
+  explicit FreeIndex(int size_class_count);
+  FreeIndex(const FreeIndex&) = delete;
+  FreeIndex& operator=(const FreeIndex&) = delete;
+
+  int size_class_count() const { return static_cast<int>(bins_.size()); }
+
+  // Lists `block` (its size_class set to its floor class): ready when it has
+  // no events, else pending, and in its stream's classes when
+  // `release_stream` is set. `oldest`: as the oldest pending block (a
+  // checked candidate put back).
+  void Insert(AllocationBlock* block, bool oldest = false);
+  // Unlists a listed block.
+  void Remove(AllocationBlock* block);
+
+  // The newest block pending on `stream` alone in the smallest non-empty
+  // class >= `size_class`, still listed; nullptr if none.
+  AllocationBlock* FindSameStream(int size_class, NativeStream stream) const;
+  // The newest ready block of the smallest non-empty class >= `size_class`.
+  AllocationBlock* FindReady(int size_class) const;
+  // The oldest pending block of the smallest non-empty class >= `size_class`.
+  AllocationBlock* FindOldestPending(int size_class) const;
+
+  // The smallest listed whole segment (segment.h) of at least `bytes`, or
+  // nullptr. O(listed blocks) at worst: for the out-of-memory path only.
+  AllocationBlock* SmallestWholeOf(size_t bytes);
+
+  // Every listed block, largest class first, ready before pending within a
+  // class (the order Trim frees in). Stop early by returning false from
+  // `visit`; `visit` may Remove the block it is given.
+  template <typename Visit>
+  void ForEachLargestFirst(Visit visit) {
+    for (size_t i = bins_.size(); i-- > 0;) {
+      for (PrimaryList* list : {&bins_[i].ready, &bins_[i].pending}) {
+        for (AllocationBlock* block = list->front(); block != nullptr;) {
+          AllocationBlock* next = PrimaryList::Next(block);
+          if (!visit(block)) return;
+          block = next;
+        }
+      }
+    }
+  }
+
+ private:
+  struct Bin {
+    PrimaryList ready;
+    PrimaryList pending;
+  };
+  struct StreamBins {
+    ClassBitmap classes;
+    std::vector<StreamList> lists;
+  };
+  // Empty per-stream entries are kept (a same-stream cycle would otherwise
+  // allocate one per release) until there are more than this many streams.
+  static constexpr size_t kMaxIdleStreams = 64;
+
+  void SweepIdleStreams();
+
+  std::vector<Bin> bins_;
+  ClassBitmap ready_classes_;
+  ClassBitmap pending_classes_;
+  absl::flat_hash_map<NativeStream, StreamBins> by_stream_;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_FREE_INDEX_H_

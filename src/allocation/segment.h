@@ -1,0 +1,79 @@
+// Blocks of a segment (one runtime allocation): split, merge and unlink, the
+// bounded remainder policy, and how fences combine. Pure functions over
+// blocks; the caller holds the lock of the blocks' shard.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_SEGMENT_H_
+#define GPUPOOL_SRC_ALLOCATION_SEGMENT_H_
+
+#include <cstddef>
+
+#include "absl/functional/function_ref.h"
+#include "src/allocation/block.h"
+
+namespace gpupool::internal {
+
+// The bounded remainder policy. A block is split only when the rest is at
+// least kMinSplitRemainder bytes (smaller rests stay with the lease), and a
+// block larger than kSplitAnyBelow serves only requests of at least
+// 1 / kMaxSplitRatio of its size, so that a large free block is not shredded
+// for small requests (they get segments of their own).
+inline constexpr size_t kMinSplitRemainder = 512;
+inline constexpr size_t kSplitAnyBelow = size_t{1} << 20;
+inline constexpr size_t kMaxSplitRatio = 8;
+// A merge that would leave a block with more events than this is not made
+// (the blocks stay side by side): a fence stays a handful of events.
+inline constexpr size_t kMaxFenceEvents = 4;
+
+inline bool IsWholeSegment(const AllocationBlock* block) {
+  return block->prev_in_segment == nullptr && block->next_in_segment == nullptr;
+}
+
+// `block` when the policy lets it serve a request of `bytes` (a class size),
+// else nullptr (also for nullptr).
+AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes);
+
+// Cuts `block` to `bytes` when the rest is at least kMinSplitRemainder and
+// returns the rest, a new block just above it in its segment (nullptr: not
+// cut). The rest takes the block's events and release stream when
+// `rest_takes_events` (the block's fence still guards it); else it has none.
+AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
+                            bool rest_takes_events);
+
+// Whether `low` and the block just above it, `high`, may merge (`released`:
+// as for AbsorbAbove).
+bool CanMerge(const AllocationBlock* low, const AllocationBlock* high,
+              const AllocationBlock* released = nullptr);
+// Merges `high` into `low` (its neighbour below) and deletes `high`'s record
+// (its events move to `low`). The merged fence holds both halves' events
+// and is pending on one stream alone only when each half was pending there
+// or ready — except that where `released` (one of the two, just released
+// with a single event on stream S) was leased after the other was listed
+// with events on S alone, its event was recorded after all of those: they
+// become spares and the fence is `released`'s event alone.
+void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
+                 const AllocationBlock* released = nullptr);
+// Whether `released` (as above) makes `other`'s events spares.
+bool Covers(const AllocationBlock* released, const AllocationBlock* other);
+
+// Merges `block` (not listed) with the free-listed blocks beside it while
+// CanMerge allows, calling `unlist` on each neighbour before it merges;
+// returns the merged block. `released`: `block` was just released, so its
+// single event may cover its neighbours' (AbsorbAbove).
+AllocationBlock* MergeFreeNeighbours(
+    AllocationBlock* block, bool released,
+    absl::FunctionRef<void(AllocationBlock*)> unlist);
+
+// The first free-listed block of a run of two or more in its segment.
+bool IsRunHead(const AllocationBlock* block);
+// Merges the free-listed blocks above `head` (not listed) into it, fence
+// bound or not, calling `unlist` on each first.
+void MergeRun(AllocationBlock* head,
+              absl::FunctionRef<void(AllocationBlock*)> unlist);
+
+// Unlinks `block` from its segment's neighbours: true when it was the
+// segment's last block.
+bool DetachFromSegment(AllocationBlock* block);
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_SEGMENT_H_
