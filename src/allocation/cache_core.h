@@ -247,7 +247,12 @@ class AllocationCacheCore
   // `bytes` are taken, plus the retiring ones, and frees them: those already
   // idle first, then the pending ones after waiting for their events.
   Released ReleaseCached(AllocationShard& shard, size_t bytes,
-                         bool with_retiring, bool best_match = false);
+                         bool with_retiring, bool best_match = false,
+                         size_t smaller_than = static_cast<size_t>(-1));
+  // Before a new segment of `bytes`: frees wholly free segments too small
+  // for it, worth `bytes` at most, so that reserved memory is exchanged
+  // rather than grown.
+  void ReleaseUnfit(AllocationShard& shard, size_t bytes);
   Released ReleaseBlocks(AllocationShard& shard, BlockVector blocks);
   // Frees an idle block, or retires it per `state` (kDrop / kLeak).
   absl::Status Dispose(AllocationShard& shard, AllocationBlock* block,

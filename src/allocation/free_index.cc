@@ -110,22 +110,36 @@ void FreeIndex::Remove(AllocationBlock* block) {
   if (list.empty()) stream.classes.Clear(size_class);
 }
 
-AllocationBlock* FreeIndex::FindSameStream(int size_class,
+template <typename Head>
+AllocationBlock* FreeIndex::Find(size_t bytes, const ClassBitmap& classes,
+                                 Head head) const {
+  const int fits = SizeClassIndex(bytes);  // every block from here up fits
+  const int floor = bytes < kMinSizeClassBytes ? fits : FloorSizeClass(bytes);
+  if (floor != fits && floor < size_class_count()) {
+    AllocationBlock* block = head(floor);
+    if (block != nullptr && block->size >= bytes) return block;
+  }
+  const int found = classes.FindAtOrAbove(fits);
+  return found < 0 || found >= size_class_count() ? nullptr : head(found);
+}
+
+AllocationBlock* FreeIndex::FindSameStream(size_t bytes,
                                            NativeStream stream) const {
   auto it = by_stream_.find(stream);
   if (it == by_stream_.end()) return nullptr;
-  const int found = it->second.classes.FindAtOrAbove(size_class);
-  return found < 0 ? nullptr : it->second.lists[found].front();
+  const StreamBins& bins = it->second;
+  return Find(bytes, bins.classes,
+              [&](int c) { return bins.lists[c].front(); });
 }
 
-AllocationBlock* FreeIndex::FindReady(int size_class) const {
-  const int found = ready_classes_.FindAtOrAbove(size_class);
-  return found < 0 ? nullptr : bins_[found].ready.front();
+AllocationBlock* FreeIndex::FindReady(size_t bytes) const {
+  return Find(bytes, ready_classes_,
+              [&](int c) { return bins_[c].ready.front(); });
 }
 
-AllocationBlock* FreeIndex::FindOldestPending(int size_class) const {
-  const int found = pending_classes_.FindAtOrAbove(size_class);
-  return found < 0 ? nullptr : bins_[found].pending.front();
+AllocationBlock* FreeIndex::FindOldestPending(size_t bytes) const {
+  return Find(bytes, pending_classes_,
+              [&](int c) { return bins_[c].pending.front(); });
 }
 
 AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {

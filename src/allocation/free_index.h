@@ -68,13 +68,18 @@ class FreeIndex {
   // Unlists a listed block.
   void Remove(AllocationBlock* block);
 
-  // The newest block pending on `stream` alone in the smallest non-empty
-  // class >= `size_class`, still listed; nullptr if none.
-  AllocationBlock* FindSameStream(int size_class, NativeStream stream) const;
-  // The newest ready block of the smallest non-empty class >= `size_class`.
-  AllocationBlock* FindReady(int size_class) const;
-  // The oldest pending block of the smallest non-empty class >= `size_class`.
-  AllocationBlock* FindOldestPending(int size_class) const;
+  // Each Find returns a listed block of at least `bytes` (still listed), or
+  // nullptr: the head of the list of the class `bytes` falls in when that
+  // block is large enough (a block of exactly a size asked for before is
+  // found there), else the head of the smallest non-empty class whose every
+  // block fits.
+  //
+  // The newest block pending on `stream` alone.
+  AllocationBlock* FindSameStream(size_t bytes, NativeStream stream) const;
+  // The newest ready block.
+  AllocationBlock* FindReady(size_t bytes) const;
+  // The oldest pending block.
+  AllocationBlock* FindOldestPending(size_t bytes) const;
 
   // The smallest listed whole segment (segment.h) of at least `bytes`, or
   // nullptr. O(listed blocks) at worst: for the out-of-memory path only.
@@ -110,6 +115,11 @@ class FreeIndex {
   static constexpr size_t kMaxIdleStreams = 64;
 
   void SweepIdleStreams();
+  // Find's search over lists indexed by class: `head(c)` is the head of the
+  // list of class c (nullptr when empty).
+  template <typename Head>
+  AllocationBlock* Find(size_t bytes, const ClassBitmap& classes,
+                        Head head) const;
 
   std::vector<Bin> bins_;
   ClassBitmap ready_classes_;

@@ -4,6 +4,7 @@
 // call. Memory the GPU may still touch is never freed. Also the fence and
 // give-back of blocks a capture router kept (FenceKept, GiveBack).
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <utility>
@@ -142,11 +143,27 @@ size_t AllocationCacheCore::ReleaseCachedFor(AllocationShard& shard,
       .bytes;
 }
 
+void AllocationCacheCore::ReleaseUnfit(AllocationShard& shard, size_t bytes) {
+  const int percent = options_.give_back_above_percent;
+  if (percent < 0) return;
+  // Only while the shard caches more than `percent` of what it has in use
+  // (this request included): a cache that fits its workload keeps it all.
+  const AllocationCacheStats stats = shard.Stats();
+  const int64_t excess =
+      stats.bytes_cached -
+      (stats.bytes_in_use + static_cast<int64_t>(bytes)) / 100 * percent;
+  if (excess <= 0) return;
+  ReleaseCached(shard, std::min(bytes, static_cast<size_t>(excess)),
+                /*with_retiring=*/false, /*best_match=*/false,
+                /*smaller_than=*/bytes);
+}
+
 AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
-    AllocationShard& shard, size_t bytes, bool with_retiring, bool best_match) {
+    AllocationShard& shard, size_t bytes, bool with_retiring, bool best_match,
+    size_t smaller_than) {
   BlockVector blocks;
   BlockVector stale;
-  shard.TakeForRelease(bytes, with_retiring, best_match,
+  shard.TakeForRelease(bytes, with_retiring, best_match, smaller_than,
                        generation(shard.device()), &blocks, &stale);
   DeleteBlocks(stale);
   return ReleaseBlocks(shard, std::move(blocks));

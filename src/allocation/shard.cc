@@ -37,18 +37,16 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 // --- Allocate ----------------------------------------------------------------
 
 AllocationBlock* AllocationShard::TakeCached(
-    int size_class, const LeaseRequest& request, int pending_checks,
+    size_t bytes, const LeaseRequest& request, int pending_checks,
     uint64_t generation, BlockVector* candidates, BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  const size_t bytes = SizeClassBytes(size_class);
   AllocationBlock* block = nullptr;
   if (request.stream != nullptr) {
-    block =
-        ServingOrNull(index_.FindSameStream(size_class, request.stream), bytes);
+    block = ServingOrNull(index_.FindSameStream(bytes, request.stream), bytes);
   }
   if (block == nullptr) {
-    block = ServingOrNull(index_.FindReady(size_class), bytes);
+    block = ServingOrNull(index_.FindReady(bytes), bytes);
   }
   if (block != nullptr) {
     RemoveCachedLocked(block);
@@ -60,7 +58,7 @@ AllocationBlock* AllocationShard::TakeCached(
     return block;
   }
   for (int i = 0; i < pending_checks; ++i) {
-    AllocationBlock* candidate = TakeOldestPendingLocked(size_class);
+    AllocationBlock* candidate = TakeOldestPendingLocked(bytes);
     if (candidate == nullptr) break;
     candidates->push_back(candidate);
   }
@@ -97,7 +95,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
   if (chosen != nullptr) {
     // Waited on: the rest stays fenced by the events. Queried complete: the
     // rest is ready and the lease keeps them as spares.
-    SplitLocked(chosen, RoundUpToSizeClass(request.bytes),
+    SplitLocked(chosen, LeaseBytes(request.bytes),
                 /*rest_takes_events=*/waited);
     ++stats_.hits;
     if (waited) ++stats_.cross_stream_waits;
@@ -269,9 +267,9 @@ void AllocationShard::RemoveCachedLocked(AllocationBlock* block) {
   device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
 }
 
-AllocationBlock* AllocationShard::TakeOldestPendingLocked(int size_class) {
-  AllocationBlock* block = ServingOrNull(index_.FindOldestPending(size_class),
-                                         SizeClassBytes(size_class));
+AllocationBlock* AllocationShard::TakeOldestPendingLocked(size_t bytes) {
+  AllocationBlock* block =
+      ServingOrNull(index_.FindOldestPending(bytes), bytes);
   if (block != nullptr) RemoveCachedLocked(block);
   return block;
 }
@@ -297,6 +295,7 @@ void AllocationShard::CoalesceLocked() {
 }
 
 size_t AllocationShard::TakeCachedLocked(size_t bytes, bool best_match,
+                                         size_t smaller_than,
                                          BlockVector* out) {
   CoalesceLocked();
   size_t taken = 0;
@@ -308,7 +307,7 @@ size_t AllocationShard::TakeCachedLocked(size_t bytes, bool best_match,
   }
   index_.ForEachLargestFirst([&](AllocationBlock* block) {
     if (taken >= bytes) return false;
-    if (IsWholeSegment(block)) {
+    if (IsWholeSegment(block) && block->size < smaller_than) {
       RemoveCachedLocked(block);
       taken += block->size;
       out->push_back(block);
@@ -365,11 +364,12 @@ void AllocationShard::RestoreRetiring(AllocationBlock* block) {
 // --- Freeing -----------------------------------------------------------------
 
 void AllocationShard::TakeForRelease(size_t bytes, bool with_retiring,
-                                     bool best_match, uint64_t generation,
-                                     BlockVector* out, BlockVector* stale) {
+                                     bool best_match, size_t smaller_than,
+                                     uint64_t generation, BlockVector* out,
+                                     BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  if (bytes > 0) TakeCachedLocked(bytes, best_match, out);
+  if (bytes > 0) TakeCachedLocked(bytes, best_match, smaller_than, out);
   if (with_retiring) TakeAllRetiringLocked(out);
 }
 
@@ -397,7 +397,8 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
   const size_t first_stable = stable->size();
   // Parts of segments still partly leased stay listed (freed with their
   // segment, or leaked with it once the shard is closed).
-  TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false, blocks);
+  TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false,
+                   /*smaller_than=*/static_cast<size_t>(-1), blocks);
   TakeAllRetiringLocked(blocks);
   for (auto& [name, buffer] : stable_) {
     if (buffer->ptr == nullptr || buffer->busy) continue;

@@ -95,12 +95,12 @@ class alignas(kCacheLine) AllocationShard {
   MemoryKind kind() const { return kind_; }
 
   // --- Allocate -------------------------------------------------------------
-  // A cached block of `size_class` or larger usable at once — pending on
-  // `request.stream` alone (newest first), else ready — split to the class
-  // size, leased and counted as a hit. Else nullptr, with up to
+  // A cached block of at least `bytes` (the request's LeaseBytes) usable at
+  // once — pending on `request.stream` alone (newest first), else ready —
+  // split to `bytes`, leased and counted as a hit. Else nullptr, with up to
   // `pending_checks` of the oldest pending blocks that fit moved to
   // `candidates` for the caller to check.
-  AllocationBlock* TakeCached(int size_class, const LeaseRequest& request,
+  AllocationBlock* TakeCached(size_t bytes, const LeaseRequest& request,
                               int pending_checks, uint64_t generation,
                               BlockVector* candidates, BlockVector* stale);
   // Settles checked candidates: leases `chosen` (a hit; `waited`: made safe
@@ -148,10 +148,11 @@ class alignas(kCacheLine) AllocationShard {
   // Takes wholly free segments until at least `bytes` were taken, plus every
   // retiring one when `with_retiring`: largest class first (ready before
   // pending within a class), or with `best_match` the smallest segment of
-  // `bytes` or more when there is one.
+  // `bytes` or more when there is one; segments of `smaller_than` bytes or
+  // more are left.
   void TakeForRelease(size_t bytes, bool with_retiring, bool best_match,
-                      uint64_t generation, BlockVector* out,
-                      BlockVector* stale);
+                      size_t smaller_than, uint64_t generation,
+                      BlockVector* out, BlockVector* stale);
   // An idle block the caller would free: a whole segment comes back for the
   // caller to free; part of a segment goes into the free index instead
   // (merged; nullptr), unless its merge made a whole segment over the cap.
@@ -225,10 +226,10 @@ class alignas(kCacheLine) AllocationShard {
   bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCachedLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  AllocationBlock* TakeOldestPendingLocked(int size_class)
+  AllocationBlock* TakeOldestPendingLocked(size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  size_t TakeCachedLocked(size_t bytes, bool best_match, BlockVector* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t TakeCachedLocked(size_t bytes, bool best_match, size_t smaller_than,
+                          BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeAllCachedLocked(BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddRetiringLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
