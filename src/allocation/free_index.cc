@@ -142,6 +142,21 @@ AllocationBlock* FreeIndex::FindOldestPending(size_t bytes) const {
               [&](int c) { return bins_[c].pending.front(); });
 }
 
+AllocationBlock* FreeIndex::FindUsableAtOnce(size_t bytes,
+                                             NativeStream stream) const {
+  if (stream != nullptr) {
+    if (AllocationBlock* block =
+            ServingOrNull(FindSameStream(bytes, stream), bytes)) {
+      return block;
+    }
+    // The newest of a class on the stream may be too small where the
+    // oldest pending one that fits is the stream's too.
+    AllocationBlock* oldest = ServingOrNull(FindOldestPending(bytes), bytes);
+    if (oldest != nullptr && oldest->release_stream == stream) return oldest;
+  }
+  return ServingOrNull(FindReady(bytes), bytes);
+}
+
 AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {
   // Classes from the one `bytes` falls in upward: the first class with a
   // whole segment that fits holds the best match (later classes are larger).

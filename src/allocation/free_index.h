@@ -80,6 +80,10 @@ class FreeIndex {
   AllocationBlock* FindReady(size_t bytes) const;
   // The oldest pending block.
   AllocationBlock* FindOldestPending(size_t bytes) const;
+  // A block a request on `stream` (nullptr: none) may take at once, under
+  // the bounded remainder policy (segment.h): pending on `stream` alone
+  // (the newest, else the oldest pending one if it is), else ready.
+  AllocationBlock* FindUsableAtOnce(size_t bytes, NativeStream stream) const;
 
   // The smallest listed whole segment (segment.h) of at least `bytes`, or
   // nullptr. O(listed blocks) at worst: for the out-of-memory path only.

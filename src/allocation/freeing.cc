@@ -61,8 +61,10 @@ void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
     BlockVector blocks;
     BlockVector stale;
     std::vector<void*> stable;
+    SpareEvents spares;  // back to the EventPool as they go out of scope
     shard.TakeEverything(close, /*leak=*/!call_runtime,
-                         generation(shard.device()), &blocks, &stable, &stale);
+                         generation(shard.device()), &blocks, &stable, &spares,
+                         &stale);
     DeleteBlocks(stale);
     if (!call_runtime) {
       DeleteBlocks(blocks);

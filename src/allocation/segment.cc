@@ -141,6 +141,22 @@ void MergeRun(AllocationBlock* head,
   }
 }
 
+void StashSpares(AllocationBlock* block, SpareEvents* stash) {
+  while (block->spare_events.size() > 1 && stash->size() < kMaxStashedSpares) {
+    stash->push_back(std::move(block->spare_events.back()));
+    block->spare_events.pop_back();
+  }
+}
+
+void LendSpare(AllocationBlock* block, SpareEvents* stash) {
+  if (!block->events.empty() || !block->spare_events.empty() ||
+      stash->empty()) {
+    return;
+  }
+  block->spare_events.push_back(std::move(stash->back()));
+  stash->pop_back();
+}
+
 bool DetachFromSegment(AllocationBlock* block) {
   AllocationBlock* prev = block->prev_in_segment;
   AllocationBlock* next = block->next_in_segment;

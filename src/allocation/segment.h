@@ -6,6 +6,7 @@
 #define GPUPOOL_SRC_ALLOCATION_SEGMENT_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "src/allocation/block.h"
@@ -69,6 +70,16 @@ bool IsRunHead(const AllocationBlock* block);
 // bound or not, calling `unlist` on each first.
 void MergeRun(AllocationBlock* head,
               absl::FunctionRef<void(AllocationBlock*)> unlist);
+
+// Spare events a shard keeps for leases that have none (segment-independent,
+// per device and kind), at most kMaxStashedSpares.
+inline constexpr size_t kMaxStashedSpares = 64;
+using SpareEvents = std::vector<PooledEvent>;
+// Moves `block`'s spares beyond one into `stash` while it has room.
+void StashSpares(AllocationBlock* block, SpareEvents* stash);
+// Gives a block about to be leased with no event at all one from `stash`
+// (re-recorded at its release instead of one taken from the EventPool).
+void LendSpare(AllocationBlock* block, SpareEvents* stash);
 
 // Unlinks `block` from its segment's neighbours: true when it was the
 // segment's last block.

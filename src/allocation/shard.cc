@@ -41,13 +41,7 @@ AllocationBlock* AllocationShard::TakeCached(
     uint64_t generation, BlockVector* candidates, BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  AllocationBlock* block = nullptr;
-  if (request.stream != nullptr) {
-    block = ServingOrNull(index_.FindSameStream(bytes, request.stream), bytes);
-  }
-  if (block == nullptr) {
-    block = ServingOrNull(index_.FindReady(bytes), bytes);
-  }
+  AllocationBlock* block = index_.FindUsableAtOnce(bytes, request.stream);
   if (block != nullptr) {
     RemoveCachedLocked(block);
     // Pending on the request's stream alone: the rest keeps the fence (the
@@ -123,6 +117,7 @@ void AllocationShard::LeaseLocked(AllocationBlock* block,
   block->lease_id = lease_ids_.Next();
   block->where = request.where;
   block->leased_at = ++lease_count_;
+  LendSpare(block, &spare_events_);
   // Spares of a merge join the lease's: its release re-records them.
   for (PooledEvent& event : block->spare_events) {
     block->events.push_back(std::move(event));
@@ -191,6 +186,7 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
     taken.to_delete = block;
     return taken;
   }
+  StashSpares(block, &spare_events_);
   taken.to_poll = TakeOldestRetiringLocked();
   if (block->size_class >= 0) {
     // Merged, or over the cap.
@@ -389,7 +385,7 @@ void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {
 void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
                                      BlockVector* blocks,
                                      std::vector<void*>* stable,
-                                     BlockVector* stale) {
+                                     SpareEvents* spares, BlockVector* stale) {
   MutexLock lock(&mu_);
   if (close) closed_ = true;
   TakeStaleLocked(generation, stale);
@@ -400,6 +396,7 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
   TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false,
                    /*smaller_than=*/static_cast<size_t>(-1), blocks);
   TakeAllRetiringLocked(blocks);
+  spares->swap(spare_events_);
   for (auto& [name, buffer] : stable_) {
     if (buffer->ptr == nullptr || buffer->busy) continue;
     stable->push_back(TakeStableLocked(buffer.get()));

@@ -42,6 +42,7 @@
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
 #include "src/allocation/free_index.h"
+#include "src/allocation/segment.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/handle_ledger.h"
 #include "src/lifetime/lease_ids.h"
@@ -166,7 +167,7 @@ class alignas(kCacheLine) AllocationShard {
   // runtime may not be called).
   void TakeEverything(bool close, bool leak, uint64_t generation,
                       BlockVector* blocks, std::vector<void*>* stable,
-                      BlockVector* stale);
+                      SpareEvents* spares, BlockVector* stale);
   void TakeStale(uint64_t generation, BlockVector* stale);
   // The oldest retiring block, or nullptr; RestoreRetiring puts it back.
   AllocationBlock* TakeOldestRetiring();
@@ -259,6 +260,8 @@ class alignas(kCacheLine) AllocationShard {
   // per 65,536 allocations, not one per allocation).
   LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
   PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
+  // Spare events for leases that have none (segment.h).
+  SpareEvents spare_events_ ABSL_GUARDED_BY(mu_);
   // Leases made so far: the clock of AllocationBlock::leased_at/listed_at.
   uint64_t lease_count_ ABSL_GUARDED_BY(mu_) = 0;
   PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
