@@ -25,6 +25,10 @@ namespace gpupool::internal {
 
 struct AllocationBlock;
 
+// A block's events: one per stream it was used on, or a merged block's
+// few; two inline, so that a merge of two halves stays off the heap.
+using BlockEvents = absl::InlinedVector<PooledEvent, 2>;
+
 // What became of a block whose safety had to be proven with the runtime.
 enum class BlockState {
   kIdle,     // no work of its uses is pending (or the new stream waits on it)
@@ -72,12 +76,15 @@ struct AllocationBlock {
   NativeStream release_stream = nullptr;
   // Ready events recorded at release, one per used stream; empty when the
   // block is idle for every stream.
-  absl::InlinedVector<PooledEvent, 1> events;
+  BlockEvents events;
 
   // --- Its segment (under the shard's lock) ---
   AllocationBlock* prev_in_segment = nullptr;  // the block just below
   AllocationBlock* next_in_segment = nullptr;  // the block just above
   bool free_listed = false;                    // in the shard's free index
+  // While listed pending on one stream: that stream's lists in the free
+  // index (opaque here), so that unlisting needs no second lookup.
+  void* stream_lists = nullptr;
   // The shard's lease count when it was last leased, and when it was last
   // listed free: every event of a listed block was recorded before
   // `listed_at`, every event of a released one after its `leased_at`.
@@ -85,7 +92,7 @@ struct AllocationBlock {
   uint64_t listed_at = 0;
   // Events no longer part of the fence (a merge found them covered by a
   // later event on the same stream): spares for the block's next lease.
-  absl::InlinedVector<PooledEvent, 1> spare_events;
+  BlockEvents spare_events;
 
   // `links` is the block's place in the in-use, ready, pending or retiring
   // list; `stream_links` in its stream's list while pending on one stream.

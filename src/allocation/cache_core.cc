@@ -210,7 +210,6 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
     return AllocateUncached(shard, request);
   }
   const size_t rounded = LeaseBytes(bytes);
-  const int size_class = SizeClassIndex(rounded);
 
   // 1. Same stream (safe at once in stream order), else a ready block, else
   //    a few of the oldest pending blocks to check outside the lock.
@@ -250,7 +249,9 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   const uint64_t block_generation = generation(device);
   absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
   if (!ptr.ok()) return ptr.status();
-  block = NewBlock(shard, *ptr, rounded, size_class, block_generation);
+  // Filed under the class its size falls in (the free index's).
+  block =
+      NewBlock(shard, *ptr, rounded, FloorSizeClass(rounded), block_generation);
   shard.LeaseNew(block, request, CacheCounter::kMiss);
   return MakeLease(block);
 }

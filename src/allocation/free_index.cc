@@ -52,19 +52,15 @@ int ClassBitmap::FindAtOrAbove(int size_class) const {
   return word * 64 + LowestBit(words_[word]);
 }
 
-int FloorSizeClass(size_t bytes) {
-  const int up = SizeClassIndex(bytes);
-  return SizeClassBytes(up) == bytes ? up : up - 1;
-}
-
 FreeIndex::FreeIndex(int size_class_count)
     : bins_(static_cast<size_t>(
           std::min(std::max(size_class_count, 1), ClassBitmap::kMaxClasses))) {}
 
 void FreeIndex::Insert(AllocationBlock* block, bool oldest) {
+  // Whoever sizes a block files it (FloorSizeClass); a merged block can
+  // never outgrow the classes (segments are at most max_cached_block_bytes).
   const int size_class =
-      std::min(FloorSizeClass(block->size), static_cast<int>(bins_.size()) - 1);
-  block->size_class = size_class;
+      std::min(block->size_class, static_cast<int>(bins_.size()) - 1);
   block->free_listed = true;
   Bin& bin = bins_[size_class];
   if (block->events.empty()) {
@@ -81,14 +77,18 @@ void FreeIndex::Insert(AllocationBlock* block, bool oldest) {
   pending_classes_.Set(size_class);
   if (block->release_stream == nullptr) return;
   auto [it, inserted] = by_stream_.try_emplace(block->release_stream);
-  StreamBins& stream = it->second;
-  if (stream.lists.empty()) stream.lists.resize(bins_.size());
+  if (inserted) {
+    it->second = std::make_unique<StreamBins>();
+    it->second->lists.resize(bins_.size());
+  }
+  StreamBins& stream = *it->second;
   if (oldest) {
     stream.lists[size_class].PushBack(block);
   } else {
     stream.lists[size_class].PushFront(block);
   }
   stream.classes.Set(size_class);
+  block->stream_lists = &stream;
   if (inserted && by_stream_.size() > kMaxIdleStreams) SweepIdleStreams();
 }
 
@@ -104,57 +104,73 @@ void FreeIndex::Remove(AllocationBlock* block) {
   bin.pending.Remove(block);
   if (bin.pending.empty()) pending_classes_.Clear(size_class);
   if (block->release_stream == nullptr) return;
-  StreamBins& stream = by_stream_.find(block->release_stream)->second;
+  StreamBins& stream = *static_cast<StreamBins*>(block->stream_lists);
+  block->stream_lists = nullptr;
   StreamList& list = stream.lists[size_class];
   list.Remove(block);
   if (list.empty()) stream.classes.Clear(size_class);
 }
 
 template <typename Head>
-AllocationBlock* FreeIndex::Find(size_t bytes, const ClassBitmap& classes,
+AllocationBlock* FreeIndex::Find(size_t bytes, Classes classes,
+                                 const ClassBitmap& non_empty,
                                  Head head) const {
-  const int fits = SizeClassIndex(bytes);  // every block from here up fits
-  const int floor = bytes < kMinSizeClassBytes ? fits : FloorSizeClass(bytes);
-  if (floor != fits && floor < size_class_count()) {
-    AllocationBlock* block = head(floor);
+  if (classes.floor != classes.fits && classes.floor < size_class_count()) {
+    AllocationBlock* block = head(classes.floor);
     if (block != nullptr && block->size >= bytes) return block;
   }
-  const int found = classes.FindAtOrAbove(fits);
+  const int found = non_empty.FindAtOrAbove(classes.fits);
   return found < 0 || found >= size_class_count() ? nullptr : head(found);
+}
+
+AllocationBlock* FreeIndex::FindSameStream(size_t bytes, Classes classes,
+                                           NativeStream stream) const {
+  auto it = by_stream_.find(stream);
+  if (it == by_stream_.end()) return nullptr;
+  const StreamBins& bins = *it->second;
+  return Find(bytes, classes, bins.classes,
+              [&](int c) { return bins.lists[c].front(); });
+}
+
+AllocationBlock* FreeIndex::FindReady(size_t bytes, Classes classes) const {
+  return Find(bytes, classes, ready_classes_,
+              [&](int c) { return bins_[c].ready.front(); });
+}
+
+AllocationBlock* FreeIndex::FindOldestPending(size_t bytes,
+                                              Classes classes) const {
+  return Find(bytes, classes, pending_classes_,
+              [&](int c) { return bins_[c].pending.front(); });
 }
 
 AllocationBlock* FreeIndex::FindSameStream(size_t bytes,
                                            NativeStream stream) const {
-  auto it = by_stream_.find(stream);
-  if (it == by_stream_.end()) return nullptr;
-  const StreamBins& bins = it->second;
-  return Find(bytes, bins.classes,
-              [&](int c) { return bins.lists[c].front(); });
+  return FindSameStream(bytes, Classes(bytes), stream);
 }
 
 AllocationBlock* FreeIndex::FindReady(size_t bytes) const {
-  return Find(bytes, ready_classes_,
-              [&](int c) { return bins_[c].ready.front(); });
+  return FindReady(bytes, Classes(bytes));
 }
 
 AllocationBlock* FreeIndex::FindOldestPending(size_t bytes) const {
-  return Find(bytes, pending_classes_,
-              [&](int c) { return bins_[c].pending.front(); });
+  return FindOldestPending(bytes, Classes(bytes));
 }
 
 AllocationBlock* FreeIndex::FindUsableAtOnce(size_t bytes,
                                              NativeStream stream) const {
+  const Classes classes(bytes);
   if (stream != nullptr) {
     if (AllocationBlock* block =
-            ServingOrNull(FindSameStream(bytes, stream), bytes)) {
+            ServingOrNull(FindSameStream(bytes, classes, stream), bytes)) {
       return block;
     }
     // The newest of a class on the stream may be too small where the
     // oldest pending one that fits is the stream's too.
-    AllocationBlock* oldest = ServingOrNull(FindOldestPending(bytes), bytes);
+    AllocationBlock* oldest =
+        ServingOrNull(FindOldestPending(bytes, classes), bytes);
     if (oldest != nullptr && oldest->release_stream == stream) return oldest;
   }
-  return ServingOrNull(FindReady(bytes), bytes);
+  return ServingOrNull(FindReady(bytes, classes), bytes);
 }
 
 AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {
@@ -181,7 +197,7 @@ AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {
 void FreeIndex::SweepIdleStreams() {
   // Streams come and go (user-created ones too): keep the map small.
   for (auto it = by_stream_.begin(); it != by_stream_.end();) {
-    if (it->second.classes.empty()) {
+    if (it->second->classes.empty()) {
       by_stream_.erase(it++);
     } else {
       ++it;

@@ -22,11 +22,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "gpupool/backend.h"
 #include "src/allocation/block.h"
+#include "src/allocation/size_classes.h"
 
 namespace gpupool::internal {
 
@@ -49,9 +51,6 @@ class ClassBitmap {
   uint64_t summary_ = 0;
 };
 
-// Largest size class whose bytes are <= `bytes` (bytes >= 512).
-int FloorSizeClass(size_t bytes);
-
 class FreeIndex {
  public:
   explicit FreeIndex(int size_class_count);
@@ -60,7 +59,8 @@ class FreeIndex {
 
   int size_class_count() const { return static_cast<int>(bins_.size()); }
 
-  // Lists `block` (its size_class set to its floor class): ready when it has
+  // Lists `block` under its size_class (FloorSizeClass of its size, kept so
+  // by whoever sizes a block): ready when it has
   // no events, else pending, and in its stream's classes when
   // `release_stream` is set. `oldest`: as the oldest pending block (a
   // checked candidate put back).
@@ -121,14 +121,30 @@ class FreeIndex {
   void SweepIdleStreams();
   // Find's search over lists indexed by class: `head(c)` is the head of the
   // list of class c (nullptr when empty).
+  // The classes Find searches for `bytes`: the one it falls in, and the
+  // first whose every block fits.
+  struct Classes {
+    explicit Classes(size_t bytes)
+        : fits(SizeClassIndex(bytes)),
+          floor(bytes < kMinSizeClassBytes || SizeClassBytes(fits) == bytes
+                    ? fits
+                    : fits - 1) {}
+    int fits;
+    int floor;
+  };
   template <typename Head>
-  AllocationBlock* Find(size_t bytes, const ClassBitmap& classes,
-                        Head head) const;
+  AllocationBlock* Find(size_t bytes, Classes classes,
+                        const ClassBitmap& non_empty, Head head) const;
+  AllocationBlock* FindSameStream(size_t bytes, Classes classes,
+                                  NativeStream stream) const;
+  AllocationBlock* FindReady(size_t bytes, Classes classes) const;
+  AllocationBlock* FindOldestPending(size_t bytes, Classes classes) const;
 
   std::vector<Bin> bins_;
   ClassBitmap ready_classes_;
   ClassBitmap pending_classes_;
-  absl::flat_hash_map<NativeStream, StreamBins> by_stream_;
+  // unique_ptr: a listed block points at its stream's entry.
+  absl::flat_hash_map<NativeStream, std::unique_ptr<StreamBins>> by_stream_;
 };
 
 }  // namespace gpupool::internal

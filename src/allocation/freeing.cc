@@ -303,7 +303,7 @@ void AllocationCacheCore::GiveBack(AllocationBlock* block,
   if (state == BlockState::kIdle) {
     // RecordReadyEvents re-records a block's events: keep the FenceKept ones
     // aside so that the new ones add to them.
-    absl::InlinedVector<PooledEvent, 1> kept = std::move(block->events);
+    BlockEvents kept = std::move(block->events);
     block->events.clear();
     state = fence_.RecordReadyEvents(block);
     if ((state == BlockState::kIdle || state == BlockState::kPending) &&

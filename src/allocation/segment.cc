@@ -16,11 +16,11 @@ AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes) {
 }
 
 AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
-                            bool rest_takes_events) {
+                            bool rest_takes_events, BlockRecords* records) {
   if (block->size < bytes || block->size - bytes < kMinSplitRemainder) {
     return nullptr;
   }
-  auto* rest = new AllocationBlock();
+  AllocationBlock* rest = records->New();
   rest->ptr = static_cast<char*>(block->ptr) + bytes;
   rest->size = block->size - bytes;
   rest->device = block->device;
@@ -33,7 +33,8 @@ AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
   }
   block->next_in_segment = rest;
   block->size = bytes;
-  block->size_class = SizeClassIndex(bytes);
+  block->size_class = FloorSizeClass(bytes);
+  rest->size_class = FloorSizeClass(rest->size);
   if (rest_takes_events && !block->events.empty()) {
     rest->events = std::move(block->events);
     block->events.clear();
@@ -61,9 +62,8 @@ bool CanMerge(const AllocationBlock* low, const AllocationBlock* high,
 }
 
 void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
-                 const AllocationBlock* released) {
-  auto move_all = [](absl::InlinedVector<PooledEvent, 1>& from,
-                     absl::InlinedVector<PooledEvent, 1>& to) {
+                 const AllocationBlock* released, BlockRecords* records) {
+  auto move_all = [](BlockEvents& from, BlockEvents& to) {
     for (PooledEvent& event : from) to.push_back(std::move(event));
     from.clear();
   };
@@ -81,15 +81,16 @@ void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
   move_all(high->spare_events, low->spare_events);
   low->release_stream = low->events.empty() ? nullptr : stream;
   low->size += high->size;
+  low->size_class = FloorSizeClass(low->size);
   low->next_in_segment = high->next_in_segment;
   if (low->next_in_segment != nullptr) {
     low->next_in_segment->prev_in_segment = low;
   }
-  delete high;  // no events, no owner: nothing to release outside the lock
+  records->Recycle(high);  // no events, no owner: nothing to release
 }
 
 AllocationBlock* MergeFreeNeighbours(
-    AllocationBlock* block, bool released,
+    AllocationBlock* block, bool released, BlockRecords* records,
     absl::FunctionRef<void(AllocationBlock*)> unlist) {
   // The just-released block whose single event may cover its neighbours';
   // after a merge the survivor carries that event alone, or not.
@@ -102,7 +103,7 @@ AllocationBlock* MergeFreeNeighbours(
       // neighbour's was covered or it had none.
       const bool keeps = Covers(fresh, prev) || prev->events.empty();
       const uint64_t leased_at = block->leased_at;
-      AbsorbAbove(prev, block, fresh);
+      AbsorbAbove(prev, block, fresh, records);
       block = prev;
       if (fresh != nullptr && keeps) {
         block->leased_at = leased_at;  // a free block's own is not used
@@ -116,7 +117,7 @@ AllocationBlock* MergeFreeNeighbours(
     if (next != nullptr && next->free_listed && CanMerge(block, next, fresh)) {
       unlist(next);
       const bool keeps = Covers(fresh, next) || next->events.empty();
-      AbsorbAbove(block, next, fresh);
+      AbsorbAbove(block, next, fresh, records);
       if (!keeps) fresh = nullptr;
       continue;
     }
@@ -131,28 +132,24 @@ bool IsRunHead(const AllocationBlock* block) {
          next->free_listed;
 }
 
-void MergeRun(AllocationBlock* head,
+void MergeRun(AllocationBlock* head, BlockRecords* records,
               absl::FunctionRef<void(AllocationBlock*)> unlist) {
   while (head->next_in_segment != nullptr &&
          head->next_in_segment->free_listed) {
     AllocationBlock* next = head->next_in_segment;
     unlist(next);
-    AbsorbAbove(head, next);
+    AbsorbAbove(head, next, /*released=*/nullptr, records);
   }
 }
 
-void StashSpares(AllocationBlock* block, SpareEvents* stash) {
+void StashSparesSlow(AllocationBlock* block, SpareEvents* stash) {
   while (block->spare_events.size() > 1 && stash->size() < kMaxStashedSpares) {
     stash->push_back(std::move(block->spare_events.back()));
     block->spare_events.pop_back();
   }
 }
 
-void LendSpare(AllocationBlock* block, SpareEvents* stash) {
-  if (!block->events.empty() || !block->spare_events.empty() ||
-      stash->empty()) {
-    return;
-  }
+void LendSpareSlow(AllocationBlock* block, SpareEvents* stash) {
   block->spare_events.push_back(std::move(stash->back()));
   stash->pop_back();
 }

@@ -119,10 +119,12 @@ void AllocationShard::LeaseLocked(AllocationBlock* block,
   block->leased_at = ++lease_count_;
   LendSpare(block, &spare_events_);
   // Spares of a merge join the lease's: its release re-records them.
-  for (PooledEvent& event : block->spare_events) {
-    block->events.push_back(std::move(event));
+  if (!block->spare_events.empty()) {
+    for (PooledEvent& event : block->spare_events) {
+      block->events.push_back(std::move(event));
+    }
+    block->spare_events.clear();
   }
-  block->spare_events.clear();
   in_use_.PushFront(block);
   ++stats_.allocations_in_use;
   stats_.bytes_in_use += static_cast<int64_t>(block->size);
@@ -221,7 +223,7 @@ bool AllocationShard::ReserveLocked(size_t bytes) {
 
 AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
                                                   bool oldest, bool released) {
-  block = MergeLocked(block, released);
+  if (!IsWholeSegment(block)) block = MergeLocked(block, released);
   block->listed_at = lease_count_;
   if (IsWholeSegment(block)) {
     if (!ReserveLocked(block->size)) return block;
@@ -239,7 +241,7 @@ AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
 AllocationBlock* AllocationShard::MergeLocked(AllocationBlock* block,
                                               bool released) {
   return MergeFreeNeighbours(
-      block, released,
+      block, released, &records_,
       [this](AllocationBlock* neighbour) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         RemoveCachedLocked(neighbour);  // called under mu_, by us
       });
@@ -247,7 +249,9 @@ AllocationBlock* AllocationShard::MergeLocked(AllocationBlock* block,
 
 void AllocationShard::SplitLocked(AllocationBlock* block, size_t bytes,
                                   bool rest_takes_events) {
-  if (AllocationBlock* rest = SplitBlock(block, bytes, rest_takes_events)) {
+  if (block->size < bytes + kMinSplitRemainder) return;  // the common case
+  if (AllocationBlock* rest =
+          SplitBlock(block, bytes, rest_takes_events, &records_)) {
     AddCachedLocked(rest, /*oldest=*/false);  // part of a segment: kept
   }
 }
@@ -281,11 +285,12 @@ void AllocationShard::CoalesceLocked() {
   for (AllocationBlock* head : runs) {
     // The run's bytes stay cached: only its blocks are fewer.
     index_.Remove(head);
-    MergeRun(head, [this](AllocationBlock* next)
-                       ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mu_, by us
-                         index_.Remove(next);
-                         --stats_.blocks_cached;
-                       });
+    MergeRun(head, &records_,
+             [this](AllocationBlock* next)
+                 ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mu_, by us
+                   index_.Remove(next);
+                   --stats_.blocks_cached;
+                 });
     index_.Insert(head, /*oldest=*/false);
   }
 }

@@ -260,6 +260,8 @@ class alignas(kCacheLine) AllocationShard {
   // per 65,536 allocations, not one per allocation).
   LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
   PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
+  // Records of blocks a merge dropped, for the next split (segment.h).
+  BlockRecords records_ ABSL_GUARDED_BY(mu_);
   // Spare events for leases that have none (segment.h).
   SpareEvents spare_events_ ABSL_GUARDED_BY(mu_);
   // Leases made so far: the clock of AllocationBlock::leased_at/listed_at.

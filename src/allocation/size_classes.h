@@ -70,6 +70,13 @@ inline size_t RoundUpToSizeClass(size_t bytes) {
   return SizeClassBytes(SizeClassIndex(bytes));
 }
 
+// Largest size class whose bytes are <= `bytes` (bytes >= 512): the class a
+// free block of `bytes` is filed under.
+inline int FloorSizeClass(size_t bytes) {
+  const int up = SizeClassIndex(bytes);
+  return SizeClassBytes(up) == bytes ? up : up - 1;
+}
+
 // Requests above kLargeRoundingFrom are leased in multiples of kLargeGranule
 // rather than their class size: less than 2 MiB of waste where the class
 // could waste up to a quarter (a 650 MiB request would take 768 MiB). Their

@@ -13,7 +13,7 @@
 namespace gpupool::internal {
 namespace {
 
-PooledEvent TakeSpare(absl::InlinedVector<PooledEvent, 1>* spares) {
+PooledEvent TakeSpare(BlockEvents* spares) {
   PooledEvent event = std::move(spares->back());
   spares->pop_back();
   return event;
@@ -25,7 +25,7 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   // Re-recording an event is allowed whatever its previous record's state,
   // and nothing else waits on these.
   const int device = block->device;
-  absl::InlinedVector<PooledEvent, 1> spares = std::move(block->events);
+  BlockEvents spares = std::move(block->events);
   block->events.clear();
   block->release_stream = nullptr;
   NativeStream single_stream = nullptr;
