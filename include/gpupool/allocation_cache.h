@@ -109,6 +109,14 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // release beyond it frees the block (once its pending work completed).
   // Default: unbounded, the OOM chain being the safety valve.
   size_t max_cached_bytes = std::numeric_limits<size_t>::max();
+  // Give-back threshold: before asking the runtime for a new segment, wholly
+  // free cached segments too small for the request are freed (up to the
+  // request's size) while the (device, kind)'s cached bytes exceed this
+  // percentage of its bytes in use, the request included — so that memory
+  // stranded in sizes the workload no longer asks for is exchanged rather
+  // than added to. Negative: never (Trim, the cap and the OOM chain alone
+  // give memory back). GPUPOOL_CONF key `give_back_above_percent`.
+  int give_back_above_percent = 25;
   // Requests above this size are never cached: allocated exactly and freed on
   // release. Values above 2^62 are clamped to 2^62.
   size_t max_cached_block_bytes = size_t{1} << 30;

@@ -1,7 +1,13 @@
 // One block of runtime memory owned by the allocation cache, and the
 // intrusive lists that index it. A block is always in exactly one place: a
-// lease (in use), a shard's ready or pending lists (cached), a shard's
-// retiring list, or in the hands of one thread between two of these.
+// lease (in use), a shard's free index (cached), a shard's retiring list, or
+// in the hands of one thread between two of these.
+//
+// A runtime allocation (a segment) holds one or more blocks, linked in
+// address order through `prev_in_segment` / `next_in_segment`; a block with
+// neither is a whole segment, the only kind ever freed through the runtime.
+// Those two links, `free_listed`, and the size of a block split or merged are
+// changed only under its shard's lock.
 
 #ifndef GPUPOOL_SRC_ALLOCATION_BLOCK_H_
 #define GPUPOOL_SRC_ALLOCATION_BLOCK_H_
@@ -18,6 +24,10 @@
 namespace gpupool::internal {
 
 struct AllocationBlock;
+
+// A block's events: one per stream it was used on, or a merged block's
+// few; two inline, so that a merge of two halves stays off the heap.
+using BlockEvents = absl::InlinedVector<PooledEvent, 2>;
 
 // What became of a block whose safety had to be proven with the runtime.
 enum class BlockState {
@@ -37,8 +47,12 @@ struct BlockLinks {
 struct AllocationBlock {
   // --- Fixed for the life of the block ---
   void* ptr = nullptr;
-  size_t size = 0;      // bytes obtained from the runtime (the class size)
-  int size_class = -1;  // -1: uncached (above max_cached_block_bytes)
+  // Bytes of the block: a class size when leased from a split or a new
+  // segment; any multiple of 128 bytes once merged.
+  size_t size = 0;
+  // Its size class (the free index's class while cached); -1: uncached
+  // (above max_cached_block_bytes), never split or merged.
+  int size_class = -1;
   int device = -1;
   MemoryKind kind = MemoryKind::kDevice;
   uint64_t generation = 0;  // DeviceHealth generation it was allocated in
@@ -62,11 +76,26 @@ struct AllocationBlock {
   NativeStream release_stream = nullptr;
   // Ready events recorded at release, one per used stream; empty when the
   // block is idle for every stream.
-  absl::InlinedVector<PooledEvent, 1> events;
+  BlockEvents events;
+
+  // --- Its segment (under the shard's lock) ---
+  AllocationBlock* prev_in_segment = nullptr;  // the block just below
+  AllocationBlock* next_in_segment = nullptr;  // the block just above
+  bool free_listed = false;                    // in the shard's free index
+  // While listed pending on one stream: that stream's lists in the free
+  // index (opaque here), so that unlisting needs no second lookup.
+  void* stream_lists = nullptr;
+  // The shard's lease count when it was last leased, and when it was last
+  // listed free: every event of a listed block was recorded before
+  // `listed_at`, every event of a released one after its `leased_at`.
+  uint64_t leased_at = 0;
+  uint64_t listed_at = 0;
+  // Events no longer part of the fence (a merge found them covered by a
+  // later event on the same stream): spares for the block's next lease.
+  BlockEvents spare_events;
 
   // `links` is the block's place in the in-use, ready, pending or retiring
-  // list; `stream_links` in its bin's per-stream list while pending on one
-  // stream.
+  // list; `stream_links` in its stream's list while pending on one stream.
   BlockLinks links;
   BlockLinks stream_links;
 };

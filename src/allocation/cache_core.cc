@@ -220,15 +220,15 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   if (bytes > options_.max_cached_block_bytes) {
     return AllocateUncached(shard, request);
   }
-  const int size_class = SizeClassIndex(bytes);
+  const size_t rounded = LeaseBytes(bytes);
 
   // 1. Same stream (safe at once in stream order), else a ready block, else
   //    a few of the oldest pending blocks to check outside the lock.
   BlockVector candidates;
   BlockVector stale;
-  AllocationBlock* block = shard.TakeCached(
-      size_class, request, options_.pending_checks_per_allocate,
-      generation(device), &candidates, &stale);
+  AllocationBlock* block =
+      shard.TakeCached(rounded, request, options_.pending_checks_per_allocate,
+                       generation(device), &candidates, &stale);
   DeleteBlocks(stale);
   if (block != nullptr) {
     // A same-stream hit keeps its ready events (already consumed: the new
@@ -253,11 +253,16 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   if (poisoned(device)) {
     return AllocationFailed(shard, lifetime_.PoisonedError(device));
   }
-  const size_t rounded = SizeClassBytes(size_class);
+  ReleaseUnfit(shard, rounded);
+  if (poisoned(device)) {
+    return AllocationFailed(shard, lifetime_.PoisonedError(device));
+  }
   const uint64_t block_generation = generation(device);
   absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
   if (!ptr.ok()) return ptr.status();
-  block = NewBlock(shard, *ptr, rounded, size_class, block_generation);
+  // Filed under the class its size falls in (the free index's).
+  block =
+      NewBlock(shard, *ptr, rounded, FloorSizeClass(rounded), block_generation);
   shard.LeaseNew(block, request, CacheCounter::kMiss);
   return MakeLease(block);
 }

@@ -175,6 +175,11 @@ class AllocationCacheCore
   // Frees every cached and retiring block of `shard` (the OOM chain's
   // step): the bytes freed, waiting for pending work first.
   size_t ReleaseAllCached(AllocationShard& shard);
+  // The OOM chain's step: frees wholly free segments of `shard` worth at
+  // least `bytes` (the smallest one that covers them alone, else the largest
+  // first) and the retiring ones: the bytes freed, waiting for pending work
+  // first.
+  size_t ReleaseCachedFor(AllocationShard& shard, size_t bytes);
   // Deletes host records (returning their events to the EventPool). Must be
   // called without our locks: the EventPool takes its own.
   static void DeleteBlocks(const BlockVector& blocks);
@@ -184,7 +189,8 @@ class AllocationCacheCore
   AllocationBlock* NewBlock(const AllocationShard& shard, void* ptr,
                             size_t size, int size_class, uint64_t generation);
   PooledAllocation MakeLease(AllocationBlock* block);
-  // Frees the memory of an idle block (no pending events) and its record.
+  // Frees the memory of an idle block (no pending events) and its record; a
+  // part of a segment goes back to the free index instead.
   absl::Status FreeBlock(AllocationShard& shard, AllocationBlock* block);
   absl::Status FreeRaw(AllocationShard& shard, void* ptr);
   // Frees the stable buffer memory the free gate no longer keeps.
@@ -241,11 +247,17 @@ class AllocationCacheCore
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);
-  // Takes cached blocks of `shard` (largest first) until at least `bytes`
-  // are taken, plus the retiring ones, and frees them: those already idle
-  // first, then the pending ones after waiting for their events.
+  // Takes wholly free segments of `shard` (largest first, or the best
+  // single match first: AllocationShard::TakeForRelease) until at least
+  // `bytes` are taken, plus the retiring ones, and frees them: those already
+  // idle first, then the pending ones after waiting for their events.
   Released ReleaseCached(AllocationShard& shard, size_t bytes,
-                         bool with_retiring);
+                         bool with_retiring, bool best_match = false,
+                         size_t smaller_than = static_cast<size_t>(-1));
+  // Before a new segment of `bytes`: frees wholly free segments too small
+  // for it, worth `bytes` at most, so that reserved memory is exchanged
+  // rather than grown.
+  void ReleaseUnfit(AllocationShard& shard, size_t bytes);
   Released ReleaseBlocks(AllocationShard& shard, BlockVector blocks);
   // Frees an idle block, or retires it per `state` (kDrop / kLeak).
   absl::Status Dispose(AllocationShard& shard, AllocationBlock* block,

@@ -4,6 +4,7 @@
 // call. Memory the GPU may still touch is never freed. Also the fence and
 // give-back of blocks a capture router kept (FenceKept, GiveBack).
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <utility>
@@ -67,8 +68,10 @@ void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
     BlockVector blocks;
     BlockVector stale;
     std::vector<void*> stable;
+    SpareEvents spares;  // back to the EventPool as they go out of scope
     shard.TakeEverything(close, /*leak=*/!call_runtime,
-                         generation(shard.device()), &blocks, &stable, &stale);
+                         generation(shard.device()), &blocks, &stable, &spares,
+                         &stale);
     DeleteBlocks(stale);
     if (!call_runtime) {
       DeleteBlocks(blocks);
@@ -126,7 +129,7 @@ void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
       FreeBlock(shard, block).IgnoreError();
     } else {
       block->events.clear();
-      shard.Retire(RetireReason::kLeaked);
+      shard.Forget(block, RetireReason::kLeaked);
       delete block;
     }
   }
@@ -142,12 +145,35 @@ size_t AllocationCacheCore::ReleaseAllCached(AllocationShard& shard) {
       .bytes;
 }
 
+size_t AllocationCacheCore::ReleaseCachedFor(AllocationShard& shard,
+                                             size_t bytes) {
+  return ReleaseCached(shard, bytes, /*with_retiring=*/true,
+                       /*best_match=*/true)
+      .bytes;
+}
+
+void AllocationCacheCore::ReleaseUnfit(AllocationShard& shard, size_t bytes) {
+  const int percent = options_.give_back_above_percent;
+  if (percent < 0) return;
+  // Only while the shard caches more than `percent` of what it has in use
+  // (this request included): a cache that fits its workload keeps it all.
+  const AllocationCacheStats stats = shard.Stats();
+  const int64_t excess =
+      stats.bytes_cached -
+      (stats.bytes_in_use + static_cast<int64_t>(bytes)) / 100 * percent;
+  if (excess <= 0) return;
+  ReleaseCached(shard, std::min(bytes, static_cast<size_t>(excess)),
+                /*with_retiring=*/false, /*best_match=*/false,
+                /*smaller_than=*/bytes);
+}
+
 AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
-    AllocationShard& shard, size_t bytes, bool with_retiring) {
+    AllocationShard& shard, size_t bytes, bool with_retiring, bool best_match,
+    size_t smaller_than) {
   BlockVector blocks;
   BlockVector stale;
-  shard.TakeForRelease(bytes, with_retiring, generation(shard.device()),
-                       &blocks, &stale);
+  shard.TakeForRelease(bytes, with_retiring, best_match, smaller_than,
+                       generation(shard.device()), &blocks, &stale);
   DeleteBlocks(stale);
   return ReleaseBlocks(shard, std::move(blocks));
 }
@@ -186,22 +212,27 @@ absl::Status AllocationCacheCore::Dispose(AllocationShard& shard,
                                           AllocationBlock* block,
                                           BlockState state) {
   if (state == BlockState::kIdle) return FreeBlock(shard, block);
-  shard.Retire(state == BlockState::kDrop ? RetireReason::kDropped
-                                          : RetireReason::kLeaked);
+  shard.Forget(block, state == BlockState::kDrop ? RetireReason::kDropped
+                                                 : RetireReason::kLeaked);
   delete block;
   return absl::OkStatus();
 }
 
 absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
                                             AllocationBlock* block) {
-  absl::Status status;
   if (poisoned(block->device) ||
       block->generation != generation(block->device)) {
-    shard.Retire(RetireReason::kDropped);
-  } else {
-    status = FreeRaw(shard, block->ptr);
+    shard.Forget(block, RetireReason::kDropped);
+    delete block;
+    return absl::OkStatus();
   }
-  delete block;
+  // Part of a segment goes back to the free index (merged with the free
+  // blocks beside it); only a whole segment goes back to the runtime.
+  block->owner.reset();
+  AllocationBlock* whole = shard.KeepIfPart(block);
+  if (whole == nullptr) return absl::OkStatus();
+  absl::Status status = FreeRaw(shard, whole->ptr);
+  delete whole;
   return status;
 }
 
@@ -282,7 +313,7 @@ void AllocationCacheCore::GiveBack(AllocationBlock* block,
   if (state == BlockState::kIdle) {
     // RecordReadyEvents re-records a block's events: keep the FenceKept ones
     // aside so that the new ones add to them.
-    absl::InlinedVector<PooledEvent, 1> kept = std::move(block->events);
+    BlockEvents kept = std::move(block->events);
     block->events.clear();
     state = fence_.RecordReadyEvents(block);
     if ((state == BlockState::kIdle || state == BlockState::kPending) &&

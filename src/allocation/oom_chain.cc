@@ -127,7 +127,15 @@ absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
         shard, OutOfMemoryError(core, shard, requested, bytes, info, 0, false,
                                 ptr.status()));
   }
-  const size_t released = core.ReleaseAllCached(shard);
+  // Free only what the request needs: the bytes the device lacks for it
+  // (all of it where the device's free bytes are unknown or beside the
+  // point, as for pinned host memory), from wholly free segments.
+  size_t needed = bytes;
+  if (shard.kind() == MemoryKind::kDevice && info.ok() &&
+      info->free_bytes < bytes) {
+    needed = bytes - info->free_bytes;
+  }
+  const size_t released = core.ReleaseCachedFor(shard, needed);
   shard.Count(CacheCounter::kOomRetry);
   if (TraceRing* trace = core.trace()) {
     trace->Note(TraceOp::kOomRetry, device, shard.kind(), released);

@@ -1,7 +1,8 @@
 // Runtime allocation for the allocation cache, with the OOM chain: a runtime
-// out-of-memory frees the (device, kind)'s cached blocks (waiting for their
-// pending work), retries once, then reports what holds the memory. Never
-// aborts.
+// out-of-memory frees only as much of the (device, kind)'s wholly free
+// cached segments as the request lacks (the smallest segment that covers it,
+// else the largest first; waiting for their pending work) and the retiring
+// ones, retries once, then reports what holds the memory. Never aborts.
 
 #ifndef GPUPOOL_SRC_ALLOCATION_OOM_CHAIN_H_
 #define GPUPOOL_SRC_ALLOCATION_OOM_CHAIN_H_

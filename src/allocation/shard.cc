@@ -1,6 +1,5 @@
 // The sealed (device, MemoryKind) shard of the allocation cache; see
-// shard.h. Stable-buffer bookkeeping is in
-// shard_stable.cc.
+// shard.h. Stable-buffer bookkeeping is in shard_stable.cc.
 
 #include "src/allocation/shard.h"
 
@@ -11,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/allocation/segment.h"
+#include "src/allocation/size_classes.h"
 
 namespace gpupool::internal {
 AllocationShard::AllocationShard(int device, MemoryKind kind,
@@ -20,13 +21,13 @@ AllocationShard::AllocationShard(int device, MemoryKind kind,
       kind_(kind),
       max_cached_bytes_(max_cached_bytes),
       device_cached_bytes_(device_cached_bytes),
-      bins_(static_cast<size_t>(std::max(size_class_count, 1))) {}
+      index_(size_class_count) {}
 
 // No lock: nothing else references a shard being destroyed, and in a fork()
 // child the lock may be held forever by a thread that no longer exists.
 AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   BlockVector blocks;
-  TakeCachedLocked(static_cast<size_t>(-1), &blocks);
+  TakeAllCachedLocked(&blocks);
   TakeAllRetiringLocked(&blocks);
   for (AllocationBlock* block : blocks) delete block;
   // Leased blocks belong to their leases, which hold this shard alive: none
@@ -36,22 +37,22 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 // --- Allocate ----------------------------------------------------------------
 
 AllocationBlock* AllocationShard::TakeCached(
-    int size_class, const LeaseRequest& request, int pending_checks,
+    size_t bytes, const LeaseRequest& request, int pending_checks,
     uint64_t generation, BlockVector* candidates, BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  AllocationBlock* block = nullptr;
-  if (request.stream != nullptr) {
-    block = TakeSameStreamLocked(size_class, request.stream);
-  }
-  if (block == nullptr) block = TakeReadyLocked(size_class);
+  AllocationBlock* block = index_.FindUsableAtOnce(bytes, request.stream);
   if (block != nullptr) {
+    RemoveCachedLocked(block);
+    // Pending on the request's stream alone: the rest keeps the fence (the
+    // lease is ordered after it by its stream). Ready: nothing to keep.
+    SplitLocked(block, bytes, /*rest_takes_events=*/true);
     ++stats_.hits;
     LeaseLocked(block, request);
     return block;
   }
   for (int i = 0; i < pending_checks; ++i) {
-    AllocationBlock* candidate = TakeOldestPendingLocked(size_class);
+    AllocationBlock* candidate = TakeOldestPendingLocked(bytes);
     if (candidate == nullptr) break;
     candidates->push_back(candidate);
   }
@@ -63,26 +64,33 @@ AllocationBlock* AllocationShard::SettleCandidates(
     const BlockVector& dropped, const BlockVector& leaked,
     const LeaseRequest& request, uint64_t generation, BlockVector* garbage) {
   MutexLock lock(&mu_);
-  int64_t dropped_count = static_cast<int64_t>(dropped.size());
+  int64_t dropped_count = 0;
+  int64_t leaked_count = 0;
+  for (AllocationBlock* block : dropped) dropped_count += DetachLocked(block);
+  for (AllocationBlock* block : leaked) leaked_count += DetachLocked(block);
   garbage->insert(garbage->end(), dropped.begin(), dropped.end());
   garbage->insert(garbage->end(), leaked.begin(), leaked.end());
   // Back as the oldest again, in their original order.
   for (auto it = keep.rbegin(); it != keep.rend(); ++it) {
     if ((*it)->generation != generation) {
+      dropped_count += DetachLocked(*it);
       garbage->push_back(*it);
-      ++dropped_count;
-    } else if (!TryRestorePendingLocked(*it)) {
-      AddRetiringLocked(*it);
+    } else if (AllocationBlock* over = AddCachedLocked(*it, /*oldest=*/true)) {
+      AddRetiringLocked(over);
     }
   }
   if (chosen != nullptr && chosen->generation != generation) {
+    dropped_count += DetachLocked(chosen);
     garbage->push_back(chosen);
-    ++dropped_count;
     chosen = nullptr;
   }
   ledger_.Retire(RetireReason::kDropped, dropped_count);
-  ledger_.Retire(RetireReason::kLeaked, static_cast<int64_t>(leaked.size()));
+  ledger_.Retire(RetireReason::kLeaked, leaked_count);
   if (chosen != nullptr) {
+    // Waited on: the rest stays fenced by the events. Queried complete: the
+    // rest is ready and the lease keeps them as spares.
+    SplitLocked(chosen, LeaseBytes(request.bytes),
+                /*rest_takes_events=*/waited);
     ++stats_.hits;
     if (waited) ++stats_.cross_stream_waits;
     LeaseLocked(chosen, request);
@@ -108,6 +116,15 @@ void AllocationShard::LeaseLocked(AllocationBlock* block,
   block->release_stream = nullptr;
   block->lease_id = lease_ids_.Next();
   block->where = request.where;
+  block->leased_at = ++lease_count_;
+  LendSpare(block, &spare_events_);
+  // Spares of a merge join the lease's: its release re-records them.
+  if (!block->spare_events.empty()) {
+    for (PooledEvent& event : block->spare_events) {
+      block->events.push_back(std::move(event));
+    }
+    block->spare_events.clear();
+  }
   in_use_.PushFront(block);
   ++stats_.allocations_in_use;
   stats_.bytes_in_use += static_cast<int64_t>(block->size);
@@ -125,8 +142,7 @@ void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
 }
 
-// --- Kept blocks
-// --------------------------------------------------------------
+// --- Kept blocks -------------------------------------------------------------
 
 void AllocationShard::LeaseKept(AllocationBlock* block,
                                 const LeaseRequest& request, bool hit) {
@@ -165,14 +181,20 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
     state = BlockState::kDrop;  // poisoned while we recorded
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
-    ledger_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
-                                              : RetireReason::kLeaked);
+    if (DetachLocked(block)) {
+      ledger_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
+                                                : RetireReason::kLeaked);
+    }
     taken.to_delete = block;
     return taken;
   }
+  StashSpares(block, &spare_events_);
   taken.to_poll = TakeOldestRetiringLocked();
-  const bool cached = block->size_class >= 0 && TryAddCachedLocked(block);
-  if (!cached) {
+  if (block->size_class >= 0) {
+    // Merged, or over the cap.
+    block = AddCachedLocked(block, /*oldest=*/false, /*released=*/true);
+  }
+  if (block != nullptr) {
     // Uncached or over the cap: free it, but never while the GPU may still
     // use it — retire it until its events complete.
     if (block->events.empty()) {
@@ -199,101 +221,110 @@ bool AllocationShard::ReserveLocked(size_t bytes) {
   return true;
 }
 
-bool AllocationShard::TryAddCachedLocked(AllocationBlock* block) {
-  if (!ReserveLocked(block->size)) return false;
-  Bin& bin = bins_[block->size_class];
-  if (block->events.empty()) {
-    block->release_stream = nullptr;
-    bin.ready.PushFront(block);
+AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
+                                                  bool oldest, bool released) {
+  if (!IsWholeSegment(block)) block = MergeLocked(block, released);
+  block->listed_at = lease_count_;
+  if (IsWholeSegment(block)) {
+    if (!ReserveLocked(block->size)) return block;
   } else {
-    bin.pending.PushBack(block);
-    if (block->release_stream != nullptr) {
-      bin.by_stream[block->release_stream].PushFront(block);
-    }
+    // Part of a segment cannot go back to the runtime: it stays cached
+    // whatever the cap (which holds for whole segments).
+    device_cached_bytes_->fetch_add(block->size, std::memory_order_relaxed);
   }
+  index_.Insert(block, oldest);
   ++stats_.blocks_cached;
   stats_.bytes_cached += static_cast<int64_t>(block->size);
-  return true;
+  return nullptr;
 }
 
-bool AllocationShard::TryRestorePendingLocked(AllocationBlock* block) {
-  // It was the oldest pending block of its bin and of its stream: put it
-  // back at those ends — within the cap, which other releases may have
-  // filled while it was out for its check.
-  if (!ReserveLocked(block->size)) return false;
-  Bin& bin = bins_[block->size_class];
-  bin.pending.PushFront(block);
-  if (block->release_stream != nullptr) {
-    bin.by_stream[block->release_stream].PushBack(block);
+AllocationBlock* AllocationShard::MergeLocked(AllocationBlock* block,
+                                              bool released) {
+  return MergeFreeNeighbours(
+      block, released, &records_,
+      [this](AllocationBlock* neighbour) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        RemoveCachedLocked(neighbour);  // called under mu_, by us
+      });
+}
+
+void AllocationShard::SplitLocked(AllocationBlock* block, size_t bytes,
+                                  bool rest_takes_events) {
+  if (block->size < bytes + kMinSplitRemainder) return;  // the common case
+  if (AllocationBlock* rest =
+          SplitBlock(block, bytes, rest_takes_events, &records_)) {
+    AddCachedLocked(rest, /*oldest=*/false);  // part of a segment: kept
   }
-  ++stats_.blocks_cached;
-  stats_.bytes_cached += static_cast<int64_t>(block->size);
-  return true;
 }
 
-void AllocationShard::UnlinkFromStreamLocked(AllocationBlock* block, Bin& bin) {
-  if (block->release_stream == nullptr) return;
-  auto it = bin.by_stream.find(block->release_stream);
-  it->second.Remove(block);
-  // Streams come and go (user-created ones too): keep the map small.
-  if (it->second.empty()) bin.by_stream.erase(it);
+bool AllocationShard::DetachLocked(AllocationBlock* block) {
+  return DetachFromSegment(block);
 }
 
-void AllocationShard::RemoveCachedLocked(AllocationBlock* block, Bin& bin,
-                                         bool pending) {
-  if (pending) {
-    bin.pending.Remove(block);
-    UnlinkFromStreamLocked(block, bin);
-  } else {
-    bin.ready.Remove(block);
-  }
+void AllocationShard::RemoveCachedLocked(AllocationBlock* block) {
+  index_.Remove(block);
   --stats_.blocks_cached;
   stats_.bytes_cached -= static_cast<int64_t>(block->size);
   device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
 }
 
-AllocationBlock* AllocationShard::TakeSameStreamLocked(int size_class,
-                                                       NativeStream stream) {
-  Bin& bin = bins_[size_class];
-  auto it = bin.by_stream.find(stream);
-  if (it == bin.by_stream.end()) return nullptr;
-  AllocationBlock* block = it->second.front();
-  RemoveCachedLocked(block, bin, /*pending=*/true);
+AllocationBlock* AllocationShard::TakeOldestPendingLocked(size_t bytes) {
+  AllocationBlock* block =
+      ServingOrNull(index_.FindOldestPending(bytes), bytes);
+  if (block != nullptr) RemoveCachedLocked(block);
   return block;
 }
 
-AllocationBlock* AllocationShard::TakeReadyLocked(int size_class) {
-  Bin& bin = bins_[size_class];
-  AllocationBlock* block = bin.ready.front();
-  if (block != nullptr) RemoveCachedLocked(block, bin, /*pending=*/false);
-  return block;
-}
-
-AllocationBlock* AllocationShard::TakeOldestPendingLocked(int size_class) {
-  Bin& bin = bins_[size_class];
-  AllocationBlock* block = bin.pending.front();
-  if (block != nullptr) RemoveCachedLocked(block, bin, /*pending=*/true);
-  return block;
-}
-
-size_t AllocationShard::TakeCachedLocked(size_t bytes, BlockVector* out) {
-  size_t taken = 0;
-  for (size_t i = bins_.size(); i-- > 0 && taken < bytes;) {
-    Bin& bin = bins_[i];
-    while (taken < bytes && !bin.ready.empty()) {
-      AllocationBlock* block = bin.ready.front();
-      RemoveCachedLocked(block, bin, /*pending=*/false);
-      taken += block->size;
-      out->push_back(block);
-    }
-    while (taken < bytes && !bin.pending.empty()) {
-      AllocationBlock* block = bin.pending.front();
-      RemoveCachedLocked(block, bin, /*pending=*/true);
-      taken += block->size;
-      out->push_back(block);
-    }
+void AllocationShard::CoalesceLocked() {
+  // Runs of free blocks the fence bound kept apart (kMaxFenceEvents) merge
+  // now: whatever frees them waits on every event anyway.
+  BlockVector runs;
+  index_.ForEachLargestFirst([&](AllocationBlock* block) {
+    if (IsRunHead(block)) runs.push_back(block);
+    return true;
+  });
+  for (AllocationBlock* head : runs) {
+    // The run's bytes stay cached: only its blocks are fewer.
+    index_.Remove(head);
+    MergeRun(head, &records_,
+             [this](AllocationBlock* next)
+                 ABSL_NO_THREAD_SAFETY_ANALYSIS {  // under mu_, by us
+                   index_.Remove(next);
+                   --stats_.blocks_cached;
+                 });
+    index_.Insert(head, /*oldest=*/false);
   }
+}
+
+size_t AllocationShard::TakeCachedLocked(size_t bytes, bool best_match,
+                                         size_t smaller_than,
+                                         BlockVector* out) {
+  CoalesceLocked();
+  size_t taken = 0;
+  AllocationBlock* best = best_match ? index_.SmallestWholeOf(bytes) : nullptr;
+  if (best != nullptr) {
+    RemoveCachedLocked(best);
+    out->push_back(best);
+    return best->size;
+  }
+  index_.ForEachLargestFirst([&](AllocationBlock* block) {
+    if (taken >= bytes) return false;
+    if (IsWholeSegment(block) && block->size < smaller_than) {
+      RemoveCachedLocked(block);
+      taken += block->size;
+      out->push_back(block);
+    }
+    return true;
+  });
   return taken;
+}
+
+void AllocationShard::TakeAllCachedLocked(BlockVector* out) {
+  // Records only (the shard's destruction): no need to merge first.
+  index_.ForEachLargestFirst([&](AllocationBlock* block) {
+    RemoveCachedLocked(block);
+    out->push_back(block);
+    return true;
+  });
 }
 
 // --- Retiring ----------------------------------------------------------------
@@ -334,25 +365,43 @@ void AllocationShard::RestoreRetiring(AllocationBlock* block) {
 // --- Freeing -----------------------------------------------------------------
 
 void AllocationShard::TakeForRelease(size_t bytes, bool with_retiring,
+                                     bool best_match, size_t smaller_than,
                                      uint64_t generation, BlockVector* out,
                                      BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  if (bytes > 0) TakeCachedLocked(bytes, out);
+  if (bytes > 0) TakeCachedLocked(bytes, best_match, smaller_than, out);
   if (with_retiring) TakeAllRetiringLocked(out);
+}
+
+AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
+  MutexLock lock(&mu_);
+  if (IsWholeSegment(block)) return block;
+  block->events.clear();  // idle: the caller proved its events complete
+  block->release_stream = nullptr;
+  return AddCachedLocked(block, /*oldest=*/false);
+}
+
+void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {
+  MutexLock lock(&mu_);
+  if (DetachLocked(block)) ledger_.Retire(how);
 }
 
 void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
                                      BlockVector* blocks,
                                      std::vector<void*>* stable,
-                                     BlockVector* stale) {
+                                     SpareEvents* spares, BlockVector* stale) {
   MutexLock lock(&mu_);
   if (close) closed_ = true;
   TakeStaleLocked(generation, stale);
   const size_t first_block = blocks->size();
   const size_t first_stable = stable->size();
-  TakeCachedLocked(static_cast<size_t>(-1), blocks);
+  // Parts of segments still partly leased stay listed (freed with their
+  // segment, or leaked with it once the shard is closed).
+  TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false,
+                   /*smaller_than=*/static_cast<size_t>(-1), blocks);
   TakeAllRetiringLocked(blocks);
+  spares->swap(spare_events_);
   for (auto& [name, buffer] : stable_) {
     if (buffer->ptr == nullptr || buffer->busy) continue;
     stable->push_back(TakeStableLocked(buffer.get()));
@@ -374,25 +423,16 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
   // concurrent caller must not drop the newer generation's blocks.
   if (generation <= seen_generation_) return;
   seen_generation_ = generation;
-  const size_t first = out->size();
-  for (Bin& bin : bins_) {
-    for (AllocationBlock* block = bin.ready.front(); block != nullptr;) {
-      AllocationBlock* next = PrimaryList::Next(block);
-      if (block->generation != generation) {
-        RemoveCachedLocked(block, bin, /*pending=*/false);
-        out->push_back(block);
-      }
-      block = next;
+  int64_t dropped = 0;
+  index_.ForEachLargestFirst([&](AllocationBlock* block) {
+    if (block->generation != generation) {
+      RemoveCachedLocked(block);
+      // Counted once per segment: with its last block.
+      dropped += DetachLocked(block);
+      out->push_back(block);
     }
-    for (AllocationBlock* block = bin.pending.front(); block != nullptr;) {
-      AllocationBlock* next = PrimaryList::Next(block);
-      if (block->generation != generation) {
-        RemoveCachedLocked(block, bin, /*pending=*/true);
-        out->push_back(block);
-      }
-      block = next;
-    }
-  }
+    return true;
+  });
   for (AllocationBlock* block = retiring_.front(); block != nullptr;) {
     AllocationBlock* next = PrimaryList::Next(block);
     if (block->generation != generation) {
@@ -400,10 +440,10 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
       --stats_.blocks_retiring;
       stats_.bytes_retiring -= static_cast<int64_t>(block->size);
       out->push_back(block);
+      ++dropped;
     }
     block = next;
   }
-  int64_t dropped = static_cast<int64_t>(out->size() - first);
   for (auto& [name, buffer] : stable_) {
     if (buffer->ptr != nullptr && !buffer->busy &&
         buffer->generation != generation) {
@@ -417,21 +457,14 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
 // --- Counting ----------------------------------------------------------------
 
 void AllocationShard::Count(CacheCounter tally) {
+  // In CacheCounter's order.
+  static constexpr int64_t AllocationCacheStats::*kCounters[] = {
+      &AllocationCacheStats::misses,
+      &AllocationCacheStats::uncached_allocations,
+      &AllocationCacheStats::oom_retries,
+      &AllocationCacheStats::failed_allocations};
   MutexLock lock(&mu_);
-  switch (tally) {
-    case CacheCounter::kMiss:
-      ++stats_.misses;
-      break;
-    case CacheCounter::kUncached:
-      ++stats_.uncached_allocations;
-      break;
-    case CacheCounter::kOomRetry:
-      ++stats_.oom_retries;
-      break;
-    case CacheCounter::kFailedAllocation:
-      ++stats_.failed_allocations;
-      break;
-  }
+  ++(stats_.*kCounters[static_cast<int>(tally)]);
 }
 
 void AllocationShard::Admit() {
@@ -463,28 +496,6 @@ void AllocationShard::AppendOutstanding(
         "allocation", device_,
         absl::StrCat(MemoryKindName(kind_), " ", block->requested, " bytes"),
         block->lease_id, block->where});
-  }
-}
-
-void AllocationShard::ForEachBlock(
-    absl::FunctionRef<void(const AllocationBlock&, BlockUse)> visit,
-    absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)
-    const {
-  MutexLock lock(&mu_);
-  const auto each = [&](const PrimaryList& list, BlockUse use) {
-    for (const AllocationBlock* block = list.front(); block != nullptr;
-         block = PrimaryList::Next(block)) {
-      visit(*block, use);
-    }
-  };
-  each(in_use_, BlockUse::kLeased);
-  for (const Bin& bin : bins_) {
-    each(bin.ready, BlockUse::kFree);
-    each(bin.pending, BlockUse::kPending);
-  }
-  each(retiring_, BlockUse::kRetiring);
-  for (const auto& [name, buffer] : stable_) {
-    if (buffer->ptr != nullptr) stable(name, *buffer);
   }
 }
 

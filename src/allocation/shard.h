@@ -1,16 +1,22 @@
-// One (device, MemoryKind) shard of the allocation cache, sealed: the free
-// lists of every size class, the retiring list, the leases out, the stable
-// buffers, the counters and the count of blocks in its care, all private
-// under one lock. Each method is one step of the cache's policy taken under
-// that lock; none calls the runtime, so the cache (AllocationCacheCore) makes
-// every runtime call between two of them with the lock released.
+// One (device, MemoryKind) shard of the allocation cache, sealed: its free
+// index, the retiring list, the leases out, the stable buffers, the counters
+// and the count of runtime allocations in its care, all private under one
+// lock. Each method is one step of the cache's policy taken under that lock;
+// none calls the runtime, so the cache (AllocationCacheCore) makes every
+// runtime call between two of them with the lock released.
 //
-// Per size class ("bin") a cached block is in one of two lists:
-//   ready    no pending work anywhere: any request may take it (LIFO);
-//   pending  events recorded at release may still be pending (FIFO by release
-//            time, so the oldest — likeliest complete — is checked first).
-// A pending block used on exactly one stream is also in its bin's per-stream
-// LIFO, so a request on that stream takes it in O(1) without any check.
+// Memory that fits: a runtime allocation (segment) holds one or more blocks
+// (block.h). A request takes a free block of its size class or larger from
+// the free index (free_index.h), split when the rest is worth keeping and the
+// block is not much larger than the request (the bounded remainder policy
+// below); a block coming back merges with the free blocks beside it in its
+// segment. Only wholly free segments are freed, retired or counted against
+// max_cached_bytes.
+//
+// Stream order across split and merge: a split remainder inherits its
+// parent's fence (its events and release stream) unless the parent was
+// proven idle; a merged block carries both halves' events, and is pending on
+// one stream alone only when both halves were (or one was ready).
 //
 // Blocks of an older device generation (the device was poisoned) are taken
 // out by every method that is given the current generation and handed back
@@ -37,6 +43,8 @@
 #include "gpupool/snapshot.h"
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
+#include "src/allocation/free_index.h"
+#include "src/allocation/segment.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/handle_ledger.h"
 #include "src/lifetime/lease_ids.h"
@@ -90,15 +98,17 @@ class alignas(kCacheLine) AllocationShard {
   MemoryKind kind() const { return kind_; }
 
   // --- Allocate -------------------------------------------------------------
-  // A cached block of `size_class` usable at once — pending on
-  // `request.stream` alone (newest first), else ready — leased and counted
-  // as a hit. Else nullptr, with up to `pending_checks` of the oldest pending
-  // blocks moved to `candidates` for the caller to check.
-  AllocationBlock* TakeCached(int size_class, const LeaseRequest& request,
+  // A cached block of at least `bytes` (the request's LeaseBytes) usable at
+  // once — pending on `request.stream` alone (newest first), else ready —
+  // split to `bytes`, leased and counted as a hit. Else nullptr, with up to
+  // `pending_checks` of the oldest pending blocks that fit moved to
+  // `candidates` for the caller to check.
+  AllocationBlock* TakeCached(size_t bytes, const LeaseRequest& request,
                               int pending_checks, uint64_t generation,
                               BlockVector* candidates, BlockVector* stale);
   // Settles checked candidates: leases `chosen` (a hit; `waited`: made safe
-  // by a stream wait) unless its generation is gone, puts `keep` back as the
+  // by a stream wait, so a split remainder keeps its events; else they
+  // completed) unless its generation is gone, puts `keep` back as the
   // oldest pending blocks (retiring those the cap has no room for any more),
   // and retires `dropped` and `leaked` (appended to `garbage` for the caller
   // to delete). Returns the leased block or nullptr.
@@ -138,18 +148,28 @@ class alignas(kCacheLine) AllocationShard {
                        uint64_t generation);
 
   // --- Freeing --------------------------------------------------------------
-  // Takes cached blocks, largest class first (ready before pending within a
-  // class), until at least `bytes` were taken, plus every retiring one when
-  // `with_retiring`.
-  void TakeForRelease(size_t bytes, bool with_retiring, uint64_t generation,
+  // Takes wholly free segments until at least `bytes` were taken, plus every
+  // retiring one when `with_retiring`: largest class first (ready before
+  // pending within a class), or with `best_match` the smallest segment of
+  // `bytes` or more when there is one; segments of `smaller_than` bytes or
+  // more are left.
+  void TakeForRelease(size_t bytes, bool with_retiring, bool best_match,
+                      size_t smaller_than, uint64_t generation,
                       BlockVector* out, BlockVector* stale);
-  // Takes everything the shard holds but its leases: cached and retiring
-  // blocks into `blocks`, stable buffers into `stable`. `close`: later
-  // releases leak. `leak`: what is taken is counted as leaked here (the
+  // An idle block the caller would free: a whole segment comes back for the
+  // caller to free; part of a segment goes into the free index instead
+  // (merged; nullptr), unless its merge made a whole segment over the cap.
+  AllocationBlock* KeepIfPart(AllocationBlock* block);
+  // Forgets a block without a runtime call (`how`: dropped or leaked): its
+  // segment is counted as retired once its last block is forgotten.
+  void Forget(AllocationBlock* block, RetireReason how);
+  // Takes everything the shard holds but its leases: wholly free segments
+  // and retiring blocks into `blocks`, stable buffers into `stable`. `close`:
+  // later releases leak. `leak`: what is taken is counted as leaked here (the
   // runtime may not be called).
   void TakeEverything(bool close, bool leak, uint64_t generation,
                       BlockVector* blocks, std::vector<void*>* stable,
-                      BlockVector* stale);
+                      SpareEvents* spares, BlockVector* stale);
   void TakeStale(uint64_t generation, BlockVector* stale);
   // The oldest retiring block, or nullptr; RestoreRetiring puts it back.
   AllocationBlock* TakeOldestRetiring();
@@ -195,29 +215,33 @@ class alignas(kCacheLine) AllocationShard {
       const;
 
  private:
-  struct Bin {
-    PrimaryList ready;
-    PrimaryList pending;
-    absl::flat_hash_map<NativeStream, StreamList> by_stream;
-  };
-
-  bool TryAddCachedLocked(AllocationBlock* block)
+  // Merges `block` with the free blocks beside it and lists the result in
+  // the free index (`oldest`: as the oldest pending block). Returns nullptr,
+  // or the merged block when it is a whole segment the cap has no room for
+  // (not listed: the caller retires or frees it).
+  // `released`: `block` was just released (its events were recorded after
+  // its lease), so its event may cover its neighbours' (segment.h).
+  AllocationBlock* AddCachedLocked(AllocationBlock* block, bool oldest,
+                                   bool released = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool TryRestorePendingLocked(AllocationBlock* block)
+  AllocationBlock* MergeLocked(AllocationBlock* block, bool released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Merges every run of free blocks side by side, fence bound or not.
+  void CoalesceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cuts `block` to `bytes` when the rest is worth keeping; the rest is
+  // listed free, with the block's events when `rest_takes_events`.
+  void SplitLocked(AllocationBlock* block, size_t bytes, bool rest_takes_events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unlinks `block` from its segment; true when it was the segment's last.
+  bool DetachLocked(AllocationBlock* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveCachedLocked(AllocationBlock* block, Bin& bin, bool pending)
+  void RemoveCachedLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UnlinkFromStreamLocked(AllocationBlock* block, Bin& bin)
+  AllocationBlock* TakeOldestPendingLocked(size_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  AllocationBlock* TakeSameStreamLocked(int size_class, NativeStream stream)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  AllocationBlock* TakeReadyLocked(int size_class)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  AllocationBlock* TakeOldestPendingLocked(int size_class)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  size_t TakeCachedLocked(size_t bytes, BlockVector* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t TakeCachedLocked(size_t bytes, bool best_match, size_t smaller_than,
+                          BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeAllCachedLocked(BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddRetiringLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* TakeOldestRetiringLocked()
@@ -241,11 +265,17 @@ class alignas(kCacheLine) AllocationShard {
   std::atomic<size_t>* const device_cached_bytes_;
 
   mutable Mutex mu_;
-  std::vector<Bin, CacheLineAllocator<Bin>> bins_ ABSL_GUARDED_BY(mu_);
+  FreeIndex index_ ABSL_GUARDED_BY(mu_);
   // Lease ids, drawn in blocks from the process's counter (one shared write
   // per 65,536 allocations, not one per allocation).
   LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
   PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
+  // Records of blocks a merge dropped, for the next split (segment.h).
+  BlockRecords records_ ABSL_GUARDED_BY(mu_);
+  // Spare events for leases that have none (segment.h).
+  SpareEvents spare_events_ ABSL_GUARDED_BY(mu_);
+  // Leases made so far: the clock of AllocationBlock::leased_at/listed_at.
+  uint64_t lease_count_ ABSL_GUARDED_BY(mu_) = 0;
   PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Gauges and policy counters; the departure counters come from ledger_.

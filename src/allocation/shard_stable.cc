@@ -1,6 +1,7 @@
 // The stable buffers (AcquireStable) of an allocation shard: their entries,
-// claims and counters, under the shard's lock. The runtime side is in
-// stable.cc.
+// claims and counters, under the shard's lock (the runtime side is in
+// stable.cc); and the listing of every block and stable buffer the shard
+// holds, for snapshots.
 
 #include <memory>
 #include <string>
@@ -74,6 +75,27 @@ void* AllocationShard::TakeStableLocked(StableBuffer* buffer) {
   buffer->ptr = nullptr;
   buffer->capacity = 0;
   return ptr;
+}
+
+void AllocationShard::ForEachBlock(
+    absl::FunctionRef<void(const AllocationBlock&, BlockUse)> visit,
+    absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)
+    const {
+  MutexLock lock(&mu_);
+  for (const AllocationBlock* block = in_use_.front(); block != nullptr;
+       block = PrimaryList::Next(block)) {
+    visit(*block, BlockUse::kLeased);
+  }
+  index_.ForEachListed([&visit](const AllocationBlock& block, bool pending) {
+    visit(block, pending ? BlockUse::kPending : BlockUse::kFree);
+  });
+  for (const AllocationBlock* block = retiring_.front(); block != nullptr;
+       block = PrimaryList::Next(block)) {
+    visit(*block, BlockUse::kRetiring);
+  }
+  for (const auto& [name, buffer] : stable_) {
+    if (buffer->ptr != nullptr) stable(name, *buffer);
+  }
 }
 
 }  // namespace gpupool::internal

@@ -1,7 +1,7 @@
-// TakeSnapshot over an allocation cache (gpupool/snapshot.h): each shard's
-// blocks copied under its lock, then the blocks the features keep, through
-// the hooks. Today every runtime allocation holds one block, so each block
-// is a segment of its own.
+// TakeSnapshot over an allocation cache (gpupool/snapshot.h): the blocks the
+// features keep (through the hooks), then each shard's blocks and the layout
+// of their segments, copied under the shard's lock; segments are assembled
+// outside it.
 
 #include "gpupool/snapshot.h"
 
@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "gpupool/allocation_cache.h"
@@ -65,13 +67,15 @@ BlockSnapshot Describe(const AllocationBlock& block, BlockUse use) {
   return out;
 }
 
-void Add(DeviceSnapshot& device, const AllocationBlock& block,
-         BlockSnapshot described) {
-  MemoryKindSnapshot& memory = device.memory[KindIndex(block.kind)];
-  memory.segments.push_back(
-      OneBlockSegment(reinterpret_cast<uintptr_t>(block.ptr), block.size,
-                      std::move(described)));
-}
+uintptr_t Address(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr); }
+
+// A block a feature keeps (held for a capture, a graph pool's).
+struct Kept {
+  int device = -1;
+  MemoryKind kind = MemoryKind::kDevice;
+  uint64_t bytes = 0;
+  BlockSnapshot block;
+};
 
 void Summarize(MemoryKindSnapshot& memory) {
   std::sort(memory.segments.begin(), memory.segments.end(),
@@ -127,8 +131,32 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
   }
   const CaptureRouter* router = core->capture_router();
   const FreeGate* gate = core->free_gate();
+
+  // First the blocks the features keep outside the shards' lists, by
+  // address: their segments are found through the shards below, or they are
+  // whole segments of their own.
+  absl::flat_hash_map<uintptr_t, Kept> kept;
+  core->ForEachHeld([&](const AllocationBlock& block) {
+    kept[Address(block.ptr)] = {block.device, block.kind, block.size,
+                                Describe(block, BlockUse::kHeldForCapture)};
+  });
+  if (router != nullptr) {
+    router->ForEachUnleased([&](const AllocationBlock& block, int64_t pool) {
+      BlockSnapshot described = Describe(block, BlockUse::kGraphPool);
+      described.graph_pool = pool;
+      kept[Address(block.ptr)] = {block.device, block.kind, block.size,
+                                  std::move(described)};
+    });
+  }
+
   for (const auto& shard : core->shards()) {
-    DeviceSnapshot& device = snapshot.devices[shard->device()];
+    MemoryKindSnapshot& memory =
+        snapshot.devices[shard->device()].memory[KindIndex(shard->kind())];
+    // Under the shard's lock: each listed block's description, and the
+    // layout (address, size of each block) of every segment they are in.
+    absl::flat_hash_map<uintptr_t, BlockSnapshot> listed;
+    std::vector<std::vector<std::pair<uintptr_t, uint64_t>>> layouts;
+    absl::flat_hash_set<uintptr_t> heads;
     shard->ForEachBlock(
         [&](const AllocationBlock& block, BlockUse use) {
           BlockSnapshot described = Describe(block, use);
@@ -136,7 +164,17 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
             described.use = BlockUse::kGraphPool;
             described.graph_pool = router->PoolIdOf(block.owner.get());
           }
-          Add(device, block, std::move(described));
+          listed[Address(block.ptr)] = std::move(described);
+          const AllocationBlock* head = &block;
+          while (head->prev_in_segment != nullptr) {
+            head = head->prev_in_segment;
+          }
+          if (!heads.insert(Address(head->ptr)).second) return;
+          auto& layout = layouts.emplace_back();
+          for (const AllocationBlock* part = head; part != nullptr;
+               part = part->next_in_segment) {
+            layout.push_back({Address(part->ptr), part->size});
+          }
         },
         [&](absl::string_view name, const internal::StableBuffer& buffer) {
           BlockSnapshot block;
@@ -148,23 +186,41 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
             block.use = BlockUse::kExported;
             block.importers = importers;
           }
-          device.memory[KindIndex(shard->kind())].segments.push_back(
-              OneBlockSegment(reinterpret_cast<uintptr_t>(buffer.ptr),
-                              buffer.capacity, std::move(block)));
+          memory.segments.push_back(OneBlockSegment(
+              Address(buffer.ptr), buffer.capacity, std::move(block)));
         });
+    // Outside the lock: the segments, each block described by the list it
+    // was in or the feature that keeps it. A block in neither was between
+    // two lists in another thread's hands: left out.
+    for (const auto& layout : layouts) {
+      SegmentSnapshot segment;
+      segment.address = layout.front().first;
+      for (const auto& [address, bytes] : layout) {
+        segment.bytes += bytes;
+        BlockSnapshot block;
+        if (auto it = listed.find(address); it != listed.end()) {
+          block = std::move(it->second);
+        } else if (auto held = kept.find(address); held != kept.end()) {
+          block = std::move(held->second.block);
+          kept.erase(held);
+        } else {
+          continue;
+        }
+        block.offset = address - segment.address;
+        block.bytes = bytes;
+        segment.blocks.push_back(std::move(block));
+      }
+      memory.segments.push_back(std::move(segment));
+    }
   }
-  core->ForEachHeld([&](const AllocationBlock& block) {
-    if (block.device < 0 || block.device >= devices) return;
-    Add(snapshot.devices[block.device], block,
-        Describe(block, BlockUse::kHeldForCapture));
-  });
-  if (router != nullptr) {
-    router->ForEachUnleased([&](const AllocationBlock& block, int64_t pool) {
-      if (block.device < 0 || block.device >= devices) return;
-      BlockSnapshot described = Describe(block, BlockUse::kGraphPool);
-      described.graph_pool = pool;
-      Add(snapshot.devices[block.device], block, std::move(described));
-    });
+  // Kept blocks none of whose segment's blocks is listed: segments of their
+  // own.
+  for (auto& [address, block] : kept) {
+    if (block.device < 0 || block.device >= devices) continue;
+    snapshot.devices[block.device]
+        .memory[KindIndex(block.kind)]
+        .segments.push_back(
+            OneBlockSegment(address, block.bytes, std::move(block.block)));
   }
   if (gate != nullptr) gate->AppendImports(&snapshot.imported);
   if (const internal::TraceRing* trace = core->trace()) {

@@ -13,7 +13,7 @@
 namespace gpupool::internal {
 namespace {
 
-PooledEvent TakeSpare(absl::InlinedVector<PooledEvent, 1>* spares) {
+PooledEvent TakeSpare(BlockEvents* spares) {
   PooledEvent event = std::move(spares->back());
   spares->pop_back();
   return event;
@@ -23,9 +23,9 @@ PooledEvent TakeSpare(absl::InlinedVector<PooledEvent, 1>* spares) {
 
 BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   // Re-recording an event is allowed whatever its previous record's state,
-  // and nothing else waits on these. Unused spares go back to the EventPool.
+  // and nothing else waits on these.
   const int device = block->device;
-  absl::InlinedVector<PooledEvent, 1> spares = std::move(block->events);
+  BlockEvents spares = std::move(block->events);
   block->events.clear();
   block->release_stream = nullptr;
   NativeStream single_stream = nullptr;
@@ -64,6 +64,10 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
     }
   }
   if (block->events.size() == 1) block->release_stream = single_stream;
+  // Unused spares (a merge may have handed the block several) stay with it:
+  // its shard keeps them for leases that have none, where an EventPool
+  // return would query each and an acquire draw from the pool again.
+  while (!spares.empty()) block->spare_events.push_back(TakeSpare(&spares));
   return block->events.empty() ? BlockState::kIdle : BlockState::kPending;
 }
 

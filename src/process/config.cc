@@ -33,7 +33,8 @@ constexpr int kMaxTraceEvents = 10'000'000;
 constexpr absl::string_view kKnownKeys =
     "max_idle_per_key, max_live_per_key, acquire_timeout, "
     "validate_on_acquire, track_lease_sites, max_cached_bytes, "
-    "max_cached_block_bytes, trace, prewarm, preload, preload_streams, "
+    "max_cached_block_bytes, give_back_above_percent, trace, prewarm, "
+    "preload, preload_streams, "
     "preload_events";
 
 // A comma-separated item of the configuration text and where it starts.
@@ -230,6 +231,11 @@ absl::Status ApplyToken(const Token& token, PoolsConfig* config) {
     absl::StatusOr<int> parsed = ParseInt(value, 0, kMaxTraceEvents);
     if (!parsed.ok()) return fail(parsed.status());
     config->options.allocations.trace_capacity = static_cast<size_t>(*parsed);
+  } else if (key == "give_back_above_percent") {
+    // A percentage of the bytes in use; -1 turns the give-back off.
+    absl::StatusOr<int> parsed = ParseInt(value, -1, 1000000);
+    if (!parsed.ok()) return fail(parsed.status());
+    config->options.allocations.give_back_above_percent = *parsed;
   } else if (key == "preload" || key == "preload_streams" ||
              key == "preload_events") {
     absl::StatusOr<bool> parsed = ParseBool(value);

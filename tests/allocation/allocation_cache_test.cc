@@ -70,7 +70,8 @@ TEST_F(AllocationCacheSimTest, OutstandingLeasesSayWhereTheyWereAcquired) {
   EXPECT_EQ(leases[0].device, 1);
   EXPECT_EQ(leases[0].lease_id, allocation->lease_id());
   EXPECT_THAT(leases[0].key, HasSubstr("4096"));
-  EXPECT_THAT(leases[0].where.file_name(), HasSubstr("allocation_cache_test.cc"));
+  EXPECT_THAT(leases[0].where.file_name(),
+              HasSubstr("allocation_cache_test.cc"));
   EXPECT_EQ(static_cast<int>(leases[0].where.line()), line);
   allocation->Release();
   EXPECT_TRUE(cache->GetOutstandingLeases().empty());
@@ -128,7 +129,10 @@ TEST_F(AllocationCacheSimTest, StickyErrorPoisonsAndLaterDropsNeedNoCalls) {
 }
 
 TEST_F(AllocationCacheSimTest, PoisonSeenByAnotherPoolDropsCachedBlocks) {
-  auto cache = NewCache();
+  // Both blocks stay cached (no give-back before the second's miss).
+  AllocationCacheOptions options;
+  options.give_back_above_percent = -1;
+  auto cache = NewCache(options);
   ASSERT_THAT(cache->Allocate(0, 4096), IsOk());
   absl::StatusOr<PooledAllocation> outstanding = cache->Allocate(0, 8192);
   ASSERT_THAT(outstanding, IsOk());

@@ -100,12 +100,15 @@ TEST_P(AllocationCacheStressTest, NoTwoLiveAllocationsOverlap) {
   EXPECT_EQ(total.bytes_requested, 0);
   EXPECT_EQ(total.failed_allocations, 0);
   EXPECT_GT(total.hits, total.misses);
-  // Every runtime allocation is accounted for: freed, or still held.
+  // Every runtime allocation (segment) is accounted for: freed, or still
+  // held as one or more free blocks (adjacent free blocks whose fences were
+  // too many events to merge stay apart until a trim).
   const int64_t held_blocks = total.blocks_cached + total.blocks_retiring;
-  EXPECT_EQ(total.runtime_allocations - total.runtime_frees -
-                total.blocks_dropped - total.blocks_leaked,
-            held_blocks);
-  EXPECT_EQ(sim_.live_allocations(0) + sim_.live_allocations(1), held_blocks);
+  const int64_t held_segments = total.runtime_allocations -
+                                total.runtime_frees - total.blocks_dropped -
+                                total.blocks_leaked;
+  EXPECT_LE(held_segments, held_blocks);
+  EXPECT_EQ(sim_.live_allocations(0) + sim_.live_allocations(1), held_segments);
   EXPECT_EQ(total.blocks_leaked, 0);
   for (int device = 0; device < 2; ++device) {
     EXPECT_LE(cache->GetStats(device).bytes_cached,

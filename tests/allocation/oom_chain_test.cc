@@ -12,7 +12,10 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST_F(AllocationCacheSimTest, OutOfMemoryTrimsTheCacheAndRetriesOnce) {
-  auto cache = NewCache();
+  // The OOM chain alone gives memory back here (no give-back before a miss).
+  AllocationCacheOptions options;
+  options.give_back_above_percent = -1;
+  auto cache = NewCache(options);
   sim_.SetMemoryLimit(0, 4 * kMiB);
   {
     std::vector<PooledAllocation> held;
@@ -54,7 +57,10 @@ TEST_F(AllocationCacheSimTest, OutOfMemoryWaitsForPendingCachedBlocks) {
 }
 
 TEST_F(AllocationCacheSimTest, OutOfMemoryAfterRetryReportsTheNumbers) {
-  auto cache = NewCache();
+  // The OOM chain alone gives memory back here (no give-back before a miss).
+  AllocationCacheOptions options;
+  options.give_back_above_percent = -1;
+  auto cache = NewCache(options);
   sim_.SetMemoryLimit(0, 4 * kMiB);
   absl::StatusOr<PooledAllocation> held = cache->Allocate(0, 2 * kMiB);
   ASSERT_THAT(held, IsOk());

@@ -566,6 +566,11 @@ std::vector<Scenario> Scenarios() {
 
   // The first Allocate fails with out-of-memory (setup); the chain runs.
   auto oom = [](Harness& h) { return h.Allocate(kTarget, kSmall); };
+  // Larger than the cached blocks together: no cached block can be split
+  // for it, so the OOM chain frees both before its retry.
+  auto oom_past_cached = [](Harness& h) {
+    return h.Allocate(kTarget, 4 * kLarge);
+  };
   add(
       Path::kCacheOomChain, SimOp::kAllocate, "the retry after trimming",
       [](Harness& h) {
@@ -584,7 +589,8 @@ std::vector<Scenario> Scenarios() {
         TwoCachedBlocks(h, /*on_stream=*/false);
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
-      oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
+      oom_past_cached,
+      Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
   add(
       Path::kCacheOomChain, SimOp::kEventQuery,
       "checking 2 released cached blocks",
@@ -592,7 +598,8 @@ std::vector<Scenario> Scenarios() {
         TwoCachedBlocks(h, /*on_stream=*/true);
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
-      oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
+      oom_past_cached,
+      Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
   add(
       Path::kCacheOomChain, SimOp::kEventSynchronize,
       "waiting for 2 cached blocks with pending work",
@@ -600,7 +607,8 @@ std::vector<Scenario> Scenarios() {
         TwoCachedBlocks(h, /*on_stream=*/true, kShortWork);
         h.InjectSetupFault(SimOp::kAllocate, Fault::kOutOfMemory);
       },
-      oom, Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
+      oom_past_cached,
+      Recovers(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation));
 
   add(
       Path::kCacheStable, SimOp::kAllocate,

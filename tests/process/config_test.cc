@@ -140,6 +140,14 @@ INSTANTIATE_TEST_SUITE_P(
                    EXPECT_EQ(c.options.allocations.trace_capacity,
                              size_t{100000});
                  }},
+        GoodCase{"GiveBackThreshold", "give_back_above_percent=50",
+                 [](const PoolsConfig& c) {
+                   EXPECT_EQ(c.options.allocations.give_back_above_percent, 50);
+                 }},
+        GoodCase{"GiveBackOff", "give_back_above_percent=-1",
+                 [](const PoolsConfig& c) {
+                   EXPECT_EQ(c.options.allocations.give_back_above_percent, -1);
+                 }},
         GoodCase{"ZeroCachedBytes", "max_cached_bytes=0",
                  [](const PoolsConfig& c) {
                    EXPECT_EQ(c.options.allocations.max_cached_bytes, size_t{0});

@@ -226,6 +226,12 @@ inline SimProfile AttributeProfile() {
   return profile;
 }
 
+inline AllocationCacheOptions NoGiveBack() {
+  AllocationCacheOptions options;
+  options.give_back_above_percent = -1;
+  return options;
+}
+
 struct Scenario {
   Path path;
   SimOp op;
@@ -234,7 +240,9 @@ struct Scenario {
   std::function<absl::Status(Harness&)> step;
   ExpectFn expect;
   PoolOptions pool_options = {};
-  AllocationCacheOptions cache_options = {};
+  // No give-back before a miss: the cells pin the OOM chain's and the
+  // release paths' reactions with the blocks the setup left cached.
+  AllocationCacheOptions cache_options = NoGiveBack();
   // Inject before the pools exist (DeviceCount runs in their constructors).
   bool inject_before_pools = false;
 };

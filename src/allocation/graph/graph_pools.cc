@@ -198,7 +198,7 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
     }
   }
   for (AllocationBlock* block : stale) {
-    shard.Retire(RetireReason::kDropped);
+    shard.Forget(block, RetireReason::kDropped);
     delete block;
   }
   if (reused != nullptr) {
@@ -291,7 +291,7 @@ void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
   }
   block->events.clear();
   block->owner.reset();
-  shard.Retire(how);
+  shard.Forget(block, how);
   delete block;
 }
 

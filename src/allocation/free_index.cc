@@ -1,0 +1,208 @@
+// The TLSF-style index over free blocks; see free_index.h.
+
+#include "src/allocation/free_index.h"
+
+#include <algorithm>
+
+#include "src/allocation/segment.h"
+#include "src/allocation/size_classes.h"
+
+namespace gpupool::internal {
+namespace {
+
+int LowestBit(uint64_t word) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_ctzll(word);
+#else
+  int bit = 0;
+  while ((word & 1) == 0) {
+    word >>= 1;
+    ++bit;
+  }
+  return bit;
+#endif
+}
+
+}  // namespace
+
+void ClassBitmap::Set(int size_class) {
+  const int word = size_class / 64;
+  words_[word] |= uint64_t{1} << (size_class % 64);
+  summary_ |= uint64_t{1} << word;
+}
+
+void ClassBitmap::Clear(int size_class) {
+  const int word = size_class / 64;
+  words_[word] &= ~(uint64_t{1} << (size_class % 64));
+  if (words_[word] == 0) summary_ &= ~(uint64_t{1} << word);
+}
+
+int ClassBitmap::FindAtOrAbove(int size_class) const {
+  if (size_class < 0) size_class = 0;
+  if (size_class >= kMaxClasses) return -1;
+  // First level: the word of `size_class`, masked below it.
+  int word = size_class / 64;
+  const uint64_t here = words_[word] & (~uint64_t{0} << (size_class % 64));
+  if (here != 0) return word * 64 + LowestBit(here);
+  // Second level: the next non-empty word from the summary.
+  const uint64_t above =
+      word + 1 < kWords ? summary_ & (~uint64_t{0} << (word + 1)) : 0;
+  if (above == 0) return -1;
+  word = LowestBit(above);
+  return word * 64 + LowestBit(words_[word]);
+}
+
+FreeIndex::FreeIndex(int size_class_count)
+    : bins_(static_cast<size_t>(
+          std::min(std::max(size_class_count, 1), ClassBitmap::kMaxClasses))) {}
+
+void FreeIndex::Insert(AllocationBlock* block, bool oldest) {
+  // Whoever sizes a block files it (FloorSizeClass); a merged block can
+  // never outgrow the classes (segments are at most max_cached_block_bytes).
+  const int size_class =
+      std::min(block->size_class, static_cast<int>(bins_.size()) - 1);
+  block->free_listed = true;
+  Bin& bin = bins_[size_class];
+  if (block->events.empty()) {
+    block->release_stream = nullptr;
+    bin.ready.PushFront(block);
+    ready_classes_.Set(size_class);
+    return;
+  }
+  if (oldest) {
+    bin.pending.PushFront(block);
+  } else {
+    bin.pending.PushBack(block);
+  }
+  pending_classes_.Set(size_class);
+  if (block->release_stream == nullptr) return;
+  auto [it, inserted] = by_stream_.try_emplace(block->release_stream);
+  if (inserted) {
+    it->second = std::make_unique<StreamBins>();
+    it->second->lists.resize(bins_.size());
+  }
+  StreamBins& stream = *it->second;
+  if (oldest) {
+    stream.lists[size_class].PushBack(block);
+  } else {
+    stream.lists[size_class].PushFront(block);
+  }
+  stream.classes.Set(size_class);
+  block->stream_lists = &stream;
+  if (inserted && by_stream_.size() > kMaxIdleStreams) SweepIdleStreams();
+}
+
+void FreeIndex::Remove(AllocationBlock* block) {
+  const int size_class = block->size_class;
+  block->free_listed = false;
+  Bin& bin = bins_[size_class];
+  if (block->events.empty()) {
+    bin.ready.Remove(block);
+    if (bin.ready.empty()) ready_classes_.Clear(size_class);
+    return;
+  }
+  bin.pending.Remove(block);
+  if (bin.pending.empty()) pending_classes_.Clear(size_class);
+  if (block->release_stream == nullptr) return;
+  StreamBins& stream = *static_cast<StreamBins*>(block->stream_lists);
+  block->stream_lists = nullptr;
+  StreamList& list = stream.lists[size_class];
+  list.Remove(block);
+  if (list.empty()) stream.classes.Clear(size_class);
+}
+
+template <typename Head>
+AllocationBlock* FreeIndex::Find(size_t bytes, Classes classes,
+                                 const ClassBitmap& non_empty,
+                                 Head head) const {
+  if (classes.floor != classes.fits && classes.floor < size_class_count()) {
+    AllocationBlock* block = head(classes.floor);
+    if (block != nullptr && block->size >= bytes) return block;
+  }
+  const int found = non_empty.FindAtOrAbove(classes.fits);
+  return found < 0 || found >= size_class_count() ? nullptr : head(found);
+}
+
+AllocationBlock* FreeIndex::FindSameStream(size_t bytes, Classes classes,
+                                           NativeStream stream) const {
+  auto it = by_stream_.find(stream);
+  if (it == by_stream_.end()) return nullptr;
+  const StreamBins& bins = *it->second;
+  return Find(bytes, classes, bins.classes,
+              [&](int c) { return bins.lists[c].front(); });
+}
+
+AllocationBlock* FreeIndex::FindReady(size_t bytes, Classes classes) const {
+  return Find(bytes, classes, ready_classes_,
+              [&](int c) { return bins_[c].ready.front(); });
+}
+
+AllocationBlock* FreeIndex::FindOldestPending(size_t bytes,
+                                              Classes classes) const {
+  return Find(bytes, classes, pending_classes_,
+              [&](int c) { return bins_[c].pending.front(); });
+}
+
+AllocationBlock* FreeIndex::FindSameStream(size_t bytes,
+                                           NativeStream stream) const {
+  return FindSameStream(bytes, Classes(bytes), stream);
+}
+
+AllocationBlock* FreeIndex::FindReady(size_t bytes) const {
+  return FindReady(bytes, Classes(bytes));
+}
+
+AllocationBlock* FreeIndex::FindOldestPending(size_t bytes) const {
+  return FindOldestPending(bytes, Classes(bytes));
+}
+
+AllocationBlock* FreeIndex::FindUsableAtOnce(size_t bytes,
+                                             NativeStream stream) const {
+  const Classes classes(bytes);
+  if (stream != nullptr) {
+    if (AllocationBlock* block =
+            ServingOrNull(FindSameStream(bytes, classes, stream), bytes)) {
+      return block;
+    }
+    // The newest of a class on the stream may be too small where the
+    // oldest pending one that fits is the stream's too.
+    AllocationBlock* oldest =
+        ServingOrNull(FindOldestPending(bytes, classes), bytes);
+    if (oldest != nullptr && oldest->release_stream == stream) return oldest;
+  }
+  return ServingOrNull(FindReady(bytes, classes), bytes);
+}
+
+AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {
+  // Classes from the one `bytes` falls in upward: the first class with a
+  // whole segment that fits holds the best match (later classes are larger).
+  const int first = bytes < kMinSizeClassBytes ? 0 : FloorSizeClass(bytes);
+  for (size_t i = static_cast<size_t>(std::max(first, 0)); i < bins_.size();
+       ++i) {
+    AllocationBlock* best = nullptr;
+    for (PrimaryList* list : {&bins_[i].ready, &bins_[i].pending}) {
+      for (AllocationBlock* block = list->front(); block != nullptr;
+           block = PrimaryList::Next(block)) {
+        if (IsWholeSegment(block) && block->size >= bytes &&
+            (best == nullptr || block->size < best->size)) {
+          best = block;
+        }
+      }
+    }
+    if (best != nullptr) return best;
+  }
+  return nullptr;
+}
+
+void FreeIndex::SweepIdleStreams() {
+  // Streams come and go (user-created ones too): keep the map small.
+  for (auto it = by_stream_.begin(); it != by_stream_.end();) {
+    if (it->second->classes.empty()) {
+      by_stream_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace gpupool::internal

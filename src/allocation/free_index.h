@@ -1,0 +1,168 @@
+// The index over a shard's free (cached) blocks: segregated fit after TLSF
+// (two-level segregated fit). Size classes (size_classes.h) are the two
+// levels — a power of two, then four sub-bins — and a two-level bitmap of the
+// non-empty classes finds the smallest class at or above a request's in O(1)
+// (a few word operations, independent of the number of blocks). A free block
+// is listed under the largest class not above its size, so every block of a
+// class at or above the request's class fits the request ("good fit").
+//
+// Per class a free block is in one of two lists:
+//   ready    no pending work anywhere: any request may take it (LIFO);
+//   pending  events recorded at release may still be pending (FIFO by release
+//            time, so the oldest — likeliest complete — is checked first).
+// A pending block whose events were all recorded on one stream is also in
+// that stream's own classes (LIFO), so a request on that stream takes it in
+// O(1) without any check.
+//
+// Not thread-safe: the owning shard guards it with its lock.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_FREE_INDEX_H_
+#define GPUPOOL_SRC_ALLOCATION_FREE_INDEX_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "gpupool/backend.h"
+#include "src/allocation/block.h"
+#include "src/allocation/size_classes.h"
+
+namespace gpupool::internal {
+
+// One bit per size class, with a summary word of the non-empty words: the
+// first set class at or above a given one is found in O(1).
+class ClassBitmap {
+ public:
+  // Classes 0..kMaxClasses-1 (size_classes.h defines at most ~215).
+  static constexpr int kWords = 4;
+  static constexpr int kMaxClasses = kWords * 64;
+
+  void Set(int size_class);
+  void Clear(int size_class);
+  bool empty() const { return summary_ == 0; }
+  // The smallest set class >= `size_class`, or -1.
+  int FindAtOrAbove(int size_class) const;
+
+ private:
+  std::array<uint64_t, kWords> words_{};
+  uint64_t summary_ = 0;
+};
+
+class FreeIndex {
+ public:
+  explicit FreeIndex(int size_class_count);
+  FreeIndex(const FreeIndex&) = delete;
+  FreeIndex& operator=(const FreeIndex&) = delete;
+
+  int size_class_count() const { return static_cast<int>(bins_.size()); }
+
+  // Lists `block` under its size_class (FloorSizeClass of its size, kept so
+  // by whoever sizes a block): ready when it has
+  // no events, else pending, and in its stream's classes when
+  // `release_stream` is set. `oldest`: as the oldest pending block (a
+  // checked candidate put back).
+  void Insert(AllocationBlock* block, bool oldest = false);
+  // Unlists a listed block.
+  void Remove(AllocationBlock* block);
+
+  // Each Find returns a listed block of at least `bytes` (still listed), or
+  // nullptr: the head of the list of the class `bytes` falls in when that
+  // block is large enough (a block of exactly a size asked for before is
+  // found there), else the head of the smallest non-empty class whose every
+  // block fits.
+  //
+  // The newest block pending on `stream` alone.
+  AllocationBlock* FindSameStream(size_t bytes, NativeStream stream) const;
+  // The newest ready block.
+  AllocationBlock* FindReady(size_t bytes) const;
+  // The oldest pending block.
+  AllocationBlock* FindOldestPending(size_t bytes) const;
+  // A block a request on `stream` (nullptr: none) may take at once, under
+  // the bounded remainder policy (segment.h): pending on `stream` alone
+  // (the newest, else the oldest pending one if it is), else ready.
+  AllocationBlock* FindUsableAtOnce(size_t bytes, NativeStream stream) const;
+
+  // The smallest listed whole segment (segment.h) of at least `bytes`, or
+  // nullptr. O(listed blocks) at worst: for the out-of-memory path only.
+  AllocationBlock* SmallestWholeOf(size_t bytes);
+
+  // Every listed block and whether it is pending, in no particular order
+  // (for snapshots; the caller holds the shard's lock).
+  template <typename Visit>
+  void ForEachListed(Visit visit) const {
+    for (const Bin& bin : bins_) {
+      for (const AllocationBlock* block = bin.ready.front(); block != nullptr;
+           block = PrimaryList::Next(block)) {
+        visit(*block, /*pending=*/false);
+      }
+      for (const AllocationBlock* block = bin.pending.front(); block != nullptr;
+           block = PrimaryList::Next(block)) {
+        visit(*block, /*pending=*/true);
+      }
+    }
+  }
+
+  // Every listed block, largest class first, ready before pending within a
+  // class (the order Trim frees in). Stop early by returning false from
+  // `visit`; `visit` may Remove the block it is given.
+  template <typename Visit>
+  void ForEachLargestFirst(Visit visit) {
+    for (size_t i = bins_.size(); i-- > 0;) {
+      for (PrimaryList* list : {&bins_[i].ready, &bins_[i].pending}) {
+        for (AllocationBlock* block = list->front(); block != nullptr;) {
+          AllocationBlock* next = PrimaryList::Next(block);
+          if (!visit(block)) return;
+          block = next;
+        }
+      }
+    }
+  }
+
+ private:
+  struct Bin {
+    PrimaryList ready;
+    PrimaryList pending;
+  };
+  struct StreamBins {
+    ClassBitmap classes;
+    std::vector<StreamList> lists;
+  };
+  // Empty per-stream entries are kept (a same-stream cycle would otherwise
+  // allocate one per release) until there are more than this many streams.
+  static constexpr size_t kMaxIdleStreams = 64;
+
+  void SweepIdleStreams();
+  // Find's search over lists indexed by class: `head(c)` is the head of the
+  // list of class c (nullptr when empty).
+  // The classes Find searches for `bytes`: the one it falls in, and the
+  // first whose every block fits.
+  struct Classes {
+    explicit Classes(size_t bytes)
+        : fits(SizeClassIndex(bytes)),
+          floor(bytes < kMinSizeClassBytes || SizeClassBytes(fits) == bytes
+                    ? fits
+                    : fits - 1) {}
+    int fits;
+    int floor;
+  };
+  template <typename Head>
+  AllocationBlock* Find(size_t bytes, Classes classes,
+                        const ClassBitmap& non_empty, Head head) const;
+  AllocationBlock* FindSameStream(size_t bytes, Classes classes,
+                                  NativeStream stream) const;
+  AllocationBlock* FindReady(size_t bytes, Classes classes) const;
+  AllocationBlock* FindOldestPending(size_t bytes, Classes classes) const;
+
+  std::vector<Bin> bins_;
+  ClassBitmap ready_classes_;
+  ClassBitmap pending_classes_;
+  // unique_ptr: a listed block points at its stream's entry.
+  absl::flat_hash_map<NativeStream, std::unique_ptr<StreamBins>> by_stream_;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_FREE_INDEX_H_

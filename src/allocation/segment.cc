@@ -1,0 +1,167 @@
+// Blocks of a segment; see segment.h.
+
+#include "src/allocation/segment.h"
+
+#include <utility>
+
+#include "src/allocation/size_classes.h"
+
+namespace gpupool::internal {
+
+AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes) {
+  if (block == nullptr) return nullptr;
+  const bool fits =
+      block->size <= kSplitAnyBelow || block->size / kMaxSplitRatio <= bytes;
+  return fits ? block : nullptr;
+}
+
+AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
+                            bool rest_takes_events, BlockRecords* records) {
+  if (block->size < bytes || block->size - bytes < kMinSplitRemainder) {
+    return nullptr;
+  }
+  AllocationBlock* rest = records->New();
+  rest->ptr = static_cast<char*>(block->ptr) + bytes;
+  rest->size = block->size - bytes;
+  rest->device = block->device;
+  rest->kind = block->kind;
+  rest->generation = block->generation;
+  rest->prev_in_segment = block;
+  rest->next_in_segment = block->next_in_segment;
+  if (rest->next_in_segment != nullptr) {
+    rest->next_in_segment->prev_in_segment = rest;
+  }
+  block->next_in_segment = rest;
+  block->size = bytes;
+  block->size_class = FloorSizeClass(bytes);
+  rest->size_class = FloorSizeClass(rest->size);
+  if (rest_takes_events && !block->events.empty()) {
+    rest->events = std::move(block->events);
+    block->events.clear();
+    rest->release_stream = block->release_stream;
+  }
+  return rest;
+}
+
+bool Covers(const AllocationBlock* released, const AllocationBlock* other) {
+  return released != nullptr && released != other &&
+         released->events.size() == 1 && released->release_stream != nullptr &&
+         !other->events.empty() &&
+         other->release_stream == released->release_stream &&
+         other->listed_at < released->leased_at;
+}
+
+bool CanMerge(const AllocationBlock* low, const AllocationBlock* high,
+              const AllocationBlock* released) {
+  if (low->generation != high->generation || low->owner != nullptr ||
+      high->owner != nullptr) {
+    return false;
+  }
+  return Covers(released, low) || Covers(released, high) ||
+         low->events.size() + high->events.size() <= kMaxFenceEvents;
+}
+
+void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
+                 const AllocationBlock* released, BlockRecords* records) {
+  auto move_all = [](BlockEvents& from, BlockEvents& to) {
+    for (PooledEvent& event : from) to.push_back(std::move(event));
+    from.clear();
+  };
+  // Covered events are spares: the released block's later event fences them.
+  if (Covers(released, low)) move_all(low->events, low->spare_events);
+  if (Covers(released, high)) move_all(high->events, high->spare_events);
+  NativeStream stream = nullptr;
+  if (low->events.empty()) {
+    stream = high->release_stream;
+  } else if (high->events.empty() ||
+             low->release_stream == high->release_stream) {
+    stream = low->release_stream;
+  }
+  move_all(high->events, low->events);
+  move_all(high->spare_events, low->spare_events);
+  low->release_stream = low->events.empty() ? nullptr : stream;
+  low->size += high->size;
+  low->size_class = FloorSizeClass(low->size);
+  low->next_in_segment = high->next_in_segment;
+  if (low->next_in_segment != nullptr) {
+    low->next_in_segment->prev_in_segment = low;
+  }
+  records->Recycle(high);  // no events, no owner: nothing to release
+}
+
+AllocationBlock* MergeFreeNeighbours(
+    AllocationBlock* block, bool released, BlockRecords* records,
+    absl::FunctionRef<void(AllocationBlock*)> unlist) {
+  // The just-released block whose single event may cover its neighbours';
+  // after a merge the survivor carries that event alone, or not.
+  const AllocationBlock* fresh = released ? block : nullptr;
+  for (;;) {
+    AllocationBlock* prev = block->prev_in_segment;
+    if (prev != nullptr && prev->free_listed && CanMerge(prev, block, fresh)) {
+      unlist(prev);
+      // The survivor's fence is still the released event alone when the
+      // neighbour's was covered or it had none.
+      const bool keeps = Covers(fresh, prev) || prev->events.empty();
+      const uint64_t leased_at = block->leased_at;
+      AbsorbAbove(prev, block, fresh, records);
+      block = prev;
+      if (fresh != nullptr && keeps) {
+        block->leased_at = leased_at;  // a free block's own is not used
+        fresh = block;
+      } else {
+        fresh = nullptr;
+      }
+      continue;
+    }
+    AllocationBlock* next = block->next_in_segment;
+    if (next != nullptr && next->free_listed && CanMerge(block, next, fresh)) {
+      unlist(next);
+      const bool keeps = Covers(fresh, next) || next->events.empty();
+      AbsorbAbove(block, next, fresh, records);
+      if (!keeps) fresh = nullptr;
+      continue;
+    }
+    return block;
+  }
+}
+
+bool IsRunHead(const AllocationBlock* block) {
+  const AllocationBlock* prev = block->prev_in_segment;
+  const AllocationBlock* next = block->next_in_segment;
+  return (prev == nullptr || !prev->free_listed) && next != nullptr &&
+         next->free_listed;
+}
+
+void MergeRun(AllocationBlock* head, BlockRecords* records,
+              absl::FunctionRef<void(AllocationBlock*)> unlist) {
+  while (head->next_in_segment != nullptr &&
+         head->next_in_segment->free_listed) {
+    AllocationBlock* next = head->next_in_segment;
+    unlist(next);
+    AbsorbAbove(head, next, /*released=*/nullptr, records);
+  }
+}
+
+void StashSparesSlow(AllocationBlock* block, SpareEvents* stash) {
+  while (block->spare_events.size() > 1 && stash->size() < kMaxStashedSpares) {
+    stash->push_back(std::move(block->spare_events.back()));
+    block->spare_events.pop_back();
+  }
+}
+
+void LendSpareSlow(AllocationBlock* block, SpareEvents* stash) {
+  block->spare_events.push_back(std::move(stash->back()));
+  stash->pop_back();
+}
+
+bool DetachFromSegment(AllocationBlock* block) {
+  AllocationBlock* prev = block->prev_in_segment;
+  AllocationBlock* next = block->next_in_segment;
+  if (prev != nullptr) prev->next_in_segment = next;
+  if (next != nullptr) next->prev_in_segment = prev;
+  block->prev_in_segment = nullptr;
+  block->next_in_segment = nullptr;
+  return prev == nullptr && next == nullptr;
+}
+
+}  // namespace gpupool::internal
