@@ -159,7 +159,8 @@ struct GPUPOOL_EXPORT AllocationCacheStats {
   int64_t bytes_rounded = 0;       // == bytes_in_use; paired with requested
   int64_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use (per
                                    // key; sums add the per-key peaks)
-  int64_t blocks_cached = 0;       // idle blocks ready for reuse
+  int64_t blocks_cached = 0;       // free blocks ready for reuse (several
+                                   // may tile one runtime allocation)
   int64_t bytes_cached = 0;
   int64_t blocks_retiring = 0;     // over the cap or uncached, freed once their
   int64_t bytes_retiring = 0;      // pending work completes

@@ -154,6 +154,14 @@ void LendSpareSlow(AllocationBlock* block, SpareEvents* stash) {
   stash->pop_back();
 }
 
+AllocationBlock* CarryOut(SpareEvents* stash, BlockRecords* records) {
+  if (stash->empty()) return nullptr;
+  AllocationBlock* carrier = records->New();
+  for (PooledEvent& event : *stash) carrier->events.push_back(std::move(event));
+  stash->clear();
+  return carrier;
+}
+
 bool DetachFromSegment(AllocationBlock* block) {
   AllocationBlock* prev = block->prev_in_segment;
   AllocationBlock* next = block->next_in_segment;
@@ -162,6 +170,16 @@ bool DetachFromSegment(AllocationBlock* block) {
   block->prev_in_segment = nullptr;
   block->next_in_segment = nullptr;
   return prev == nullptr && next == nullptr;
+}
+
+}  // namespace gpupool::internal
+
+namespace gpupool::internal {
+
+int64_t DetachAll(const std::vector<AllocationBlock*>& blocks) {
+  int64_t last = 0;
+  for (AllocationBlock* block : blocks) last += DetachFromSegment(block);
+  return last;
 }
 
 }  // namespace gpupool::internal

@@ -6,6 +6,7 @@
 #define GPUPOOL_SRC_ALLOCATION_SEGMENT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -122,9 +123,16 @@ inline void LendSpare(AllocationBlock* block, SpareEvents* stash) {
   }
 }
 
+// A record holding every event of `stash` (emptied), for the caller to
+// delete outside the lock (returning them to their EventPool), or nullptr
+// when the stash is empty: how the stash leaves with a dead generation.
+AllocationBlock* CarryOut(SpareEvents* stash, BlockRecords* records);
+
 // Unlinks `block` from its segment's neighbours: true when it was the
 // segment's last block.
 bool DetachFromSegment(AllocationBlock* block);
+// Detaches each of `blocks`: the number of segments whose last block it was.
+int64_t DetachAll(const std::vector<AllocationBlock*>& blocks);
 
 }  // namespace gpupool::internal
 

@@ -30,8 +30,7 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   TakeAllCachedLocked(&blocks);
   TakeAllRetiringLocked(&blocks);
   for (AllocationBlock* block : blocks) delete block;
-  // Leased blocks belong to their leases, which hold this shard alive: none
-  // can be left here.
+  // Leased blocks belong to their leases, which hold this shard alive.
 }
 
 // --- Allocate ----------------------------------------------------------------
@@ -64,23 +63,20 @@ AllocationBlock* AllocationShard::SettleCandidates(
     const BlockVector& dropped, const BlockVector& leaked,
     const LeaseRequest& request, uint64_t generation, BlockVector* garbage) {
   MutexLock lock(&mu_);
-  int64_t dropped_count = 0;
-  int64_t leaked_count = 0;
-  for (AllocationBlock* block : dropped) dropped_count += DetachLocked(block);
-  for (AllocationBlock* block : leaked) leaked_count += DetachLocked(block);
+  int64_t dropped_count = DetachAll(dropped);
+  const int64_t leaked_count = DetachAll(leaked);
   garbage->insert(garbage->end(), dropped.begin(), dropped.end());
   garbage->insert(garbage->end(), leaked.begin(), leaked.end());
-  // Back as the oldest again, in their original order.
-  for (auto it = keep.rbegin(); it != keep.rend(); ++it) {
+  for (auto it = keep.rbegin(); it != keep.rend(); ++it) {  // oldest, in order
     if ((*it)->generation != generation) {
-      dropped_count += DetachLocked(*it);
+      dropped_count += DetachFromSegment(*it);
       garbage->push_back(*it);
     } else if (AllocationBlock* over = AddCachedLocked(*it, /*oldest=*/true)) {
       AddRetiringLocked(over);
     }
   }
   if (chosen != nullptr && chosen->generation != generation) {
-    dropped_count += DetachLocked(chosen);
+    dropped_count += DetachFromSegment(chosen);
     garbage->push_back(chosen);
     chosen = nullptr;
   }
@@ -181,7 +177,7 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
     state = BlockState::kDrop;  // poisoned while we recorded
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
-    if (DetachLocked(block)) {
+    if (DetachFromSegment(block)) {
       ledger_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
                                                 : RetireReason::kLeaked);
     }
@@ -209,8 +205,7 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
 // --- Cached lists ------------------------------------------------------------
 
 bool AllocationShard::ReserveLocked(size_t bytes) {
-  // The other kind's shard of this device updates the same counter under
-  // its own lock.
+  // The other kind's shard of this device updates it under its own lock.
   size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
   do {
     if (bytes > max_cached_bytes_ || cached > max_cached_bytes_ - bytes) {
@@ -254,10 +249,6 @@ void AllocationShard::SplitLocked(AllocationBlock* block, size_t bytes,
           SplitBlock(block, bytes, rest_takes_events, &records_)) {
     AddCachedLocked(rest, /*oldest=*/false);  // part of a segment: kept
   }
-}
-
-bool AllocationShard::DetachLocked(AllocationBlock* block) {
-  return DetachFromSegment(block);
 }
 
 void AllocationShard::RemoveCachedLocked(AllocationBlock* block) {
@@ -318,8 +309,7 @@ size_t AllocationShard::TakeCachedLocked(size_t bytes, bool best_match,
   return taken;
 }
 
-void AllocationShard::TakeAllCachedLocked(BlockVector* out) {
-  // Records only (the shard's destruction): no need to merge first.
+void AllocationShard::TakeAllCachedLocked(BlockVector* out) {  // no merging
   index_.ForEachLargestFirst([&](AllocationBlock* block) {
     RemoveCachedLocked(block);
     out->push_back(block);
@@ -371,7 +361,11 @@ void AllocationShard::TakeForRelease(size_t bytes, bool with_retiring,
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
   if (bytes > 0) TakeCachedLocked(bytes, best_match, smaller_than, out);
-  if (with_retiring) TakeAllRetiringLocked(out);
+  if (!with_retiring) return;  // else Trim or the OOM chain: spares go too
+  TakeAllRetiringLocked(out);
+  if (AllocationBlock* c = CarryOut(&spare_events_, &records_)) {
+    stale->push_back(c);
+  }
 }
 
 AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
@@ -384,7 +378,7 @@ AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
 
 void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {
   MutexLock lock(&mu_);
-  if (DetachLocked(block)) ledger_.Retire(how);
+  if (DetachFromSegment(block)) ledger_.Retire(how);
 }
 
 void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
@@ -423,12 +417,16 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
   // concurrent caller must not drop the newer generation's blocks.
   if (generation <= seen_generation_) return;
   seen_generation_ = generation;
+  // Stashed events may be the dead generation's: out, uncounted (not blocks).
+  if (AllocationBlock* carrier = CarryOut(&spare_events_, &records_)) {
+    out->push_back(carrier);
+  }
   int64_t dropped = 0;
   index_.ForEachLargestFirst([&](AllocationBlock* block) {
     if (block->generation != generation) {
       RemoveCachedLocked(block);
       // Counted once per segment: with its last block.
-      dropped += DetachLocked(block);
+      dropped += DetachFromSegment(block);
       out->push_back(block);
     }
     return true;

@@ -232,8 +232,6 @@ class alignas(kCacheLine) AllocationShard {
   // listed free, with the block's events when `rest_takes_events`.
   void SplitLocked(AllocationBlock* block, size_t bytes, bool rest_takes_events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Unlinks `block` from its segment; true when it was the segment's last.
-  bool DetachLocked(AllocationBlock* block) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCachedLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -270,6 +270,38 @@ TEST_F(AllocationCacheSimTest, MixedSizesOnOneStreamStayNearOneCallACycle) {
   ring.clear();
 }
 
+TEST_F(AllocationCacheSimTest, StashedSpareEventsDieWithTheirGeneration) {
+  auto cache = NewCache();
+  {
+    // Split and merge on a stream until the shard keeps spare events.
+    absl::StatusOr<NativeStream> stream = sim_.CreateStream(0, {});
+    ASSERT_THAT(stream, IsOk());
+    std::mt19937 rng(11);
+    std::vector<PooledAllocation> ring(8);
+    for (int i = 0; i < 2000; ++i) {
+      ring[i % ring.size()] = PooledAllocation();
+      absl::StatusOr<PooledAllocation> allocation = cache->Allocate(
+          0, 512 + rng() % (2 * kMiB), MemoryKind::kDevice, *stream);
+      ASSERT_THAT(allocation, IsOk());
+      ring[i % ring.size()] = *std::move(allocation);
+    }
+    ring.clear();
+    ASSERT_THAT(sim_.DestroyStream(0, *stream), IsOk());
+  }
+  sim_.PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
+  health_->Poison(0, absl::InternalError("cudaErrorIllegalAddress"));
+  sim_.ResetDevice(0);
+  ASSERT_THAT(health_->Recover(0), IsOk());
+  // The new generation's releases record fresh events, never stashed ones
+  // of the dead context (the simulator flags a record on those).
+  NativeStream stream = NewStream();
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_THAT(cache->Allocate(0, 4096 + 512 * i, MemoryKind::kDevice, stream),
+                IsOk());
+  }
+  EXPECT_EQ(sim_.misuse_count(), 0);
+}
+
 TEST_F(AllocationCacheSimTest, OutOfMemoryFreesOnlyWhatTheRequestNeeds) {
   // The OOM chain alone gives memory back here (no give-back before a miss).
   AllocationCacheOptions options;
