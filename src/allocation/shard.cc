@@ -269,10 +269,11 @@ void AllocationShard::CoalesceLocked() {
   // Runs of free blocks the fence bound kept apart (kMaxFenceEvents) merge
   // now: whatever frees them waits on every event anyway.
   BlockVector runs;
-  index_.ForEachLargestFirst([&](AllocationBlock* block) {
-    if (IsRunHead(block)) runs.push_back(block);
-    return true;
-  });
+  index_.ForEachLargestFirst([&](AllocationBlock* block)
+                                 ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   if (IsRunHead(block)) runs.push_back(block);
+                                   return true;
+                                 });
   for (AllocationBlock* head : runs) {
     // The run's bytes stay cached: only its blocks are fewer.
     index_.Remove(head);
@@ -297,24 +298,26 @@ size_t AllocationShard::TakeCachedLocked(size_t bytes, bool best_match,
     out->push_back(best);
     return best->size;
   }
-  index_.ForEachLargestFirst([&](AllocationBlock* block) {
-    if (taken >= bytes) return false;
-    if (IsWholeSegment(block) && block->size < smaller_than) {
-      RemoveCachedLocked(block);
-      taken += block->size;
-      out->push_back(block);
-    }
-    return true;
-  });
+  index_.ForEachLargestFirst(
+      [&](AllocationBlock* block) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        if (taken >= bytes) return false;
+        if (IsWholeSegment(block) && block->size < smaller_than) {
+          RemoveCachedLocked(block);
+          taken += block->size;
+          out->push_back(block);
+        }
+        return true;
+      });
   return taken;
 }
 
 void AllocationShard::TakeAllCachedLocked(BlockVector* out) {  // no merging
-  index_.ForEachLargestFirst([&](AllocationBlock* block) {
-    RemoveCachedLocked(block);
-    out->push_back(block);
-    return true;
-  });
+  index_.ForEachLargestFirst([&](AllocationBlock* block)
+                                 ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   RemoveCachedLocked(block);
+                                   out->push_back(block);
+                                   return true;
+                                 });
 }
 
 // --- Retiring ----------------------------------------------------------------
@@ -422,15 +425,17 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
     out->push_back(carrier);
   }
   int64_t dropped = 0;
-  index_.ForEachLargestFirst([&](AllocationBlock* block) {
-    if (block->generation != generation) {
-      RemoveCachedLocked(block);
-      // Counted once per segment: with its last block.
-      dropped += DetachFromSegment(block);
-      out->push_back(block);
-    }
-    return true;
-  });
+  index_.ForEachLargestFirst([&](AllocationBlock* block)
+                                 ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   if (block->generation != generation) {
+                                     RemoveCachedLocked(block);
+                                     // Counted once per segment: with its last
+                                     // block.
+                                     dropped += DetachFromSegment(block);
+                                     out->push_back(block);
+                                   }
+                                   return true;
+                                 });
   for (AllocationBlock* block = retiring_.front(); block != nullptr;) {
     AllocationBlock* next = PrimaryList::Next(block);
     if (block->generation != generation) {
@@ -483,18 +488,6 @@ AllocationCacheStats AllocationShard::Stats() const {
   stats.blocks_dropped = ledger_.departed(RetireReason::kDropped);
   stats.blocks_leaked = ledger_.departed(RetireReason::kLeaked);
   return stats;
-}
-
-void AllocationShard::AppendOutstanding(
-    std::vector<OutstandingLease>* out) const {
-  MutexLock lock(&mu_);
-  for (const AllocationBlock* block = in_use_.front(); block != nullptr;
-       block = PrimaryList::Next(block)) {
-    out->push_back(OutstandingLease{
-        "allocation", device_,
-        absl::StrCat(MemoryKindName(kind_), " ", block->requested, " bytes"),
-        block->lease_id, block->where});
-  }
 }
 
 }  // namespace gpupool::internal

@@ -1,11 +1,12 @@
 // The stable buffers (AcquireStable) of an allocation shard: their entries,
 // claims and counters, under the shard's lock (the runtime side is in
-// stable.cc); and the listing of every block and stable buffer the shard
-// holds, for snapshots.
+// stable.cc); and the listings of what the shard holds: the leases out (leak
+// reports) and every block and stable buffer (snapshots).
 
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "src/allocation/shard.h"
 
 namespace gpupool::internal {
@@ -95,6 +96,18 @@ void AllocationShard::ForEachBlock(
   }
   for (const auto& [name, buffer] : stable_) {
     if (buffer->ptr != nullptr) stable(name, *buffer);
+  }
+}
+
+void AllocationShard::AppendOutstanding(
+    std::vector<OutstandingLease>* out) const {
+  MutexLock lock(&mu_);
+  for (const AllocationBlock* block = in_use_.front(); block != nullptr;
+       block = PrimaryList::Next(block)) {
+    out->push_back(OutstandingLease{
+        "allocation", device_,
+        absl::StrCat(MemoryKindName(kind_), " ", block->requested, " bytes"),
+        block->lease_id, block->where});
   }
 }
 

@@ -37,7 +37,6 @@ class SnapshotTest : public AllocationCacheSimTest {
     for (const MemoryKindSnapshot& memory : snapshot.devices[device].memory) {
       if (memory.kind != kind) continue;
       for (const SegmentSnapshot& segment : memory.segments) {
-        EXPECT_EQ(segment.blocks.size(), 1u);
         for (const BlockSnapshot& block : segment.blocks) out.push_back(block);
       }
     }
@@ -279,6 +278,29 @@ TEST_F(SnapshotTest, TraceIsOffByDefaultAndOutOfMemoryIsTraced) {
   ASSERT_EQ(snapshot.trace.size(), 1u);
   EXPECT_EQ(snapshot.trace[0].op, TraceOp::kOom);
   EXPECT_EQ(snapshot.trace[0].bytes, size_t{1} << 60);
+}
+
+TEST_F(SnapshotTest, ASplitSegmentListsEachOfItsBlocks) {
+  auto cache = NewCache();
+  { ASSERT_THAT(cache->Allocate(0, kMiB), IsOk()); }  // one segment, free
+  absl::StatusOr<PooledAllocation> part = cache->Allocate(0, 256 * kKiB);
+  ASSERT_THAT(part, IsOk());
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  const MemoryKindSnapshot& memory = Memory(snapshot, 0, MemoryKind::kDevice);
+  ASSERT_EQ(memory.segments.size(), 1u);
+  const SegmentSnapshot& segment = memory.segments[0];
+  EXPECT_EQ(segment.bytes, kMiB);
+  EXPECT_EQ(segment.address, reinterpret_cast<uintptr_t>(part->data()));
+  ASSERT_EQ(segment.blocks.size(), 2u);
+  EXPECT_EQ(segment.blocks[0].use, BlockUse::kLeased);
+  EXPECT_EQ(segment.blocks[0].offset, 0u);
+  EXPECT_EQ(segment.blocks[0].bytes, 256 * kKiB);
+  EXPECT_EQ(segment.blocks[1].use, BlockUse::kFree);
+  EXPECT_EQ(segment.blocks[1].offset, 256 * kKiB);
+  EXPECT_EQ(segment.blocks[1].bytes, 768 * kKiB);
+  EXPECT_EQ(memory.reserved_bytes, kMiB);
+  EXPECT_EQ(memory.in_use_bytes, 256 * kKiB);
+  EXPECT_EQ(memory.largest_free_block_bytes, 768 * kKiB);
 }
 
 TEST_F(SnapshotTest, StringsAreEscapedInJson) {
