@@ -120,6 +120,15 @@ void AllocationCacheCore::FreeCaptureBlocks(bool call_runtime) {
   }
   for (AllocationBlock* block : blocks) {
     AllocationShard& shard = Shard(block->device, block->kind);
+    if (poisoned(block->device) ||
+        block->generation != generation(block->device)) {
+      // A dead context (or one the user reset since): its events and memory
+      // are gone with it; no call may touch them.
+      block->events.clear();
+      shard.Forget(block, RetireReason::kDropped);
+      delete block;
+      continue;
+    }
     // A pool block returned after its capture holds ready events on the
     // streams that used it eagerly: wait for them before freeing.
     const BlockState state = call_runtime && !block->events.empty()
