@@ -49,6 +49,8 @@ enum class BlockUse {
   kHeldForCapture,  // released inside a capture no pool claims: kept
   kStable,          // a named stable buffer
   kExported,        // a stable buffer exported to other processes
+  kLeaked,          // its last use was never proven complete: kept, never
+                    // reused, its segment never freed
 };
 GPUPOOL_EXPORT absl::string_view BlockUseName(BlockUse use);
 

@@ -82,6 +82,10 @@ struct AllocationBlock {
   AllocationBlock* prev_in_segment = nullptr;  // the block just below
   AllocationBlock* next_in_segment = nullptr;  // the block just above
   bool free_listed = false;                    // in the shard's free index
+  // The record of a leaked part (its last use was never proven complete),
+  // kept in its place so that the segment never looks whole again: the rest
+  // may be reused, but the segment never goes back to the runtime.
+  bool leaked_part = false;
   // While listed pending on one stream: that stream's lists in the free
   // index (opaque here), so that unlisting needs no second lookup.
   void* stream_lists = nullptr;

@@ -176,6 +176,32 @@ bool DetachFromSegment(AllocationBlock* block) {
 
 namespace gpupool::internal {
 
+bool PinInSegment(AllocationBlock* block, AllocationBlock* pin) {
+  bool first = true;
+  for (const AllocationBlock* b = block->prev_in_segment; b != nullptr;
+       b = b->prev_in_segment) {
+    first = first && !b->leaked_part;
+  }
+  for (const AllocationBlock* b = block->next_in_segment; b != nullptr;
+       b = b->next_in_segment) {
+    first = first && !b->leaked_part;
+  }
+  pin->ptr = block->ptr;
+  pin->size = block->size;
+  pin->size_class = block->size_class;
+  pin->device = block->device;
+  pin->kind = block->kind;
+  pin->generation = block->generation;
+  pin->leaked_part = true;
+  pin->prev_in_segment = block->prev_in_segment;
+  pin->next_in_segment = block->next_in_segment;
+  if (pin->prev_in_segment != nullptr) pin->prev_in_segment->next_in_segment = pin;
+  if (pin->next_in_segment != nullptr) pin->next_in_segment->prev_in_segment = pin;
+  block->prev_in_segment = nullptr;
+  block->next_in_segment = nullptr;
+  return first;
+}
+
 int64_t DetachAll(const std::vector<AllocationBlock*>& blocks) {
   int64_t last = 0;
   for (AllocationBlock* block : blocks) last += DetachFromSegment(block);

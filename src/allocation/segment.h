@@ -133,6 +133,11 @@ AllocationBlock* CarryOut(SpareEvents* stash, BlockRecords* records);
 bool DetachFromSegment(AllocationBlock* block);
 // Detaches each of `blocks`: the number of segments whose last block it was.
 int64_t DetachAll(const std::vector<AllocationBlock*>& blocks);
+// Puts `pin` (a fresh record) in `block`'s place in its segment and unlinks
+// `block`; `pin` becomes a leaked part (AllocationBlock::leaked_part) of the
+// same address and size. Returns whether the segment had no leaked part
+// before.
+bool PinInSegment(AllocationBlock* block, AllocationBlock* pin);
 
 }  // namespace gpupool::internal
 

@@ -30,6 +30,7 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   TakeAllCachedLocked(&blocks);
   TakeAllRetiringLocked(&blocks);
   for (AllocationBlock* block : blocks) delete block;
+  while (AllocationBlock* pin = leaked_parts_.PopFront()) delete pin;
   // Leased blocks belong to their leases, which hold this shard alive.
 }
 
@@ -64,7 +65,10 @@ AllocationBlock* AllocationShard::SettleCandidates(
     const LeaseRequest& request, uint64_t generation, BlockVector* garbage) {
   MutexLock lock(&mu_);
   int64_t dropped_count = DetachAll(dropped);
-  const int64_t leaked_count = DetachAll(leaked);
+  int64_t leaked_count = 0;
+  for (AllocationBlock* block : leaked) {
+    leaked_count += LeaveSegmentLocked(block, RetireReason::kLeaked);
+  }
   garbage->insert(garbage->end(), dropped.begin(), dropped.end());
   garbage->insert(garbage->end(), leaked.begin(), leaked.end());
   for (auto it = keep.rbegin(); it != keep.rend(); ++it) {  // oldest, in order
@@ -177,10 +181,10 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
     state = BlockState::kDrop;  // poisoned while we recorded
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
-    if (DetachFromSegment(block)) {
-      ledger_.Retire(state == BlockState::kDrop ? RetireReason::kDropped
-                                                : RetireReason::kLeaked);
-    }
+    const RetireReason how = state == BlockState::kDrop
+                                 ? RetireReason::kDropped
+                                 : RetireReason::kLeaked;
+    if (LeaveSegmentLocked(block, how)) ledger_.Retire(how);
     taken.to_delete = block;
     return taken;
   }
@@ -381,7 +385,21 @@ AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
 
 void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {
   MutexLock lock(&mu_);
-  if (DetachFromSegment(block)) ledger_.Retire(how);
+  if (LeaveSegmentLocked(block, how)) ledger_.Retire(how);
+}
+
+bool AllocationShard::LeaveSegmentLocked(AllocationBlock* block,
+                                         RetireReason how) {
+  // A dropped part's segment died with its context: the rest are dropped
+  // too, never freed. A leaked part may still be in use: freeing the segment
+  // with the rest would free it under that use.
+  if (how != RetireReason::kLeaked || IsWholeSegment(block)) {
+    return DetachFromSegment(block);
+  }
+  AllocationBlock* pin = records_.New();
+  const bool first = PinInSegment(block, pin);
+  leaked_parts_.PushBack(pin);
+  return first;
 }
 
 void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,

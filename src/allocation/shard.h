@@ -252,6 +252,12 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStaleLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unlinks `block` (going, `how`) from its segment: true when the segment
+  // departs with it (counted then). A leaked part of a segment leaves a
+  // record in its place (leaked_parts_): the segment departs, leaked, with
+  // its first leaked part, and never goes back to the runtime.
+  bool LeaveSegmentLocked(AllocationBlock* block, RetireReason how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StableBuffer* StableEntryLocked(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* TakeStableLocked(StableBuffer* buffer)
@@ -275,6 +281,9 @@ class alignas(kCacheLine) AllocationShard {
   // Leases made so far: the clock of AllocationBlock::leased_at/listed_at.
   uint64_t lease_count_ ABSL_GUARDED_BY(mu_) = 0;
   PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
+  // Records of leaked parts of segments (LeaveSegmentLocked), until the
+  // shard goes.
+  PrimaryList leaked_parts_ ABSL_GUARDED_BY(mu_);
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Gauges and policy counters; the departure counters come from ledger_.
   AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);

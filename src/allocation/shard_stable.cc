@@ -94,6 +94,10 @@ void AllocationShard::ForEachBlock(
        block = PrimaryList::Next(block)) {
     visit(*block, BlockUse::kRetiring);
   }
+  for (const AllocationBlock* block = leaked_parts_.front(); block != nullptr;
+       block = PrimaryList::Next(block)) {
+    visit(*block, BlockUse::kLeaked);
+  }
   for (const auto& [name, buffer] : stable_) {
     if (buffer->ptr != nullptr) stable(name, *buffer);
   }

@@ -31,7 +31,7 @@ using internal::FreeGate;
 
 constexpr absl::string_view kBlockUseNames[] = {
     "leased",           "free",   "pending", "retiring", "graph_pool",
-    "held_for_capture", "stable", "exported"};
+    "held_for_capture", "stable", "exported", "leaked"};
 
 constexpr absl::string_view kTraceOpNames[] = {
     "allocate",     "reuse", "release",   "runtime_malloc",

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "gpupool/snapshot.h"
 #include "src/allocation/free_index.h"
 #include "src/allocation/size_classes.h"
 #include "tests/allocation/sim_fixture.h"
@@ -330,6 +331,71 @@ TEST_F(AllocationCacheSimTest, OutOfMemoryFreesOnlyWhatTheRequestNeeds) {
   absl::StatusOr<PooledAllocation> part = cache->Allocate(0, 1536 * kKiB);
   ASSERT_THAT(part, IsOk());
   EXPECT_EQ(cache->GetStats().runtime_allocations, 5);
+}
+
+// A part of a segment whose last use cannot be proven complete (its stream
+// failed) is leaked: the rest of the segment is still reused, but the
+// segment never goes back to the runtime — freeing it would free the leaked
+// part under work that may still use it (and its address is not the
+// segment's: the runtime would refuse it as an interior pointer).
+TEST_F(AllocationCacheSimTest, LeakedPartKeepsItsSegmentFromTheRuntime) {
+  auto cache = NewCache();
+  NativeStream stream = NewStream();
+  NativeStream failing = NewStream();
+  uintptr_t base = 0;
+  {
+    absl::StatusOr<PooledAllocation> whole =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(whole, IsOk());
+    base = Address(*whole);
+  }
+  {
+    absl::StatusOr<PooledAllocation> low =
+        cache->Allocate(0, 256 * kKiB, MemoryKind::kDevice, failing);
+    absl::StatusOr<PooledAllocation> high =
+        cache->Allocate(0, 256 * kKiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(low, IsOk());
+    ASSERT_THAT(high, IsOk());
+    ASSERT_EQ(Address(*low), base);
+    ASSERT_EQ(Address(*high), base + 256 * kKiB);
+    // Neither an event nor a synchronize proves `low`'s work done.
+    sim_.FailNext(SimOp::kEventRecord, absl::UnavailableError("injected"));
+    sim_.FaultStream(failing, absl::InternalError("stream failed"));
+    low->Release();
+  }
+  AllocationCacheStats stats = cache->GetStats();
+  EXPECT_EQ(stats.blocks_leaked, 1);
+  EXPECT_EQ(stats.runtime_frees, 0);
+
+  MemorySnapshot snapshot = TakeSnapshot(*cache);
+  const auto& segments =
+      snapshot.devices[0].memory[0].segments;
+  ASSERT_EQ(segments.size(), 1u);
+  EXPECT_EQ(segments[0].address, base);
+  EXPECT_EQ(segments[0].bytes, kMiB);
+  ASSERT_FALSE(segments[0].blocks.empty());
+  EXPECT_EQ(segments[0].blocks[0].use, BlockUse::kLeaked);
+  EXPECT_EQ(segments[0].blocks[0].offset, 0u);
+  EXPECT_EQ(segments[0].blocks[0].bytes, 256 * kKiB);
+
+  // The rest of the segment is still served from the cache...
+  {
+    absl::StatusOr<PooledAllocation> rest =
+        cache->Allocate(0, 512 * kKiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(rest, IsOk());
+    EXPECT_EQ(Address(*rest), base + 256 * kKiB);
+  }
+  // ...but a trim, and the cache's end, free nothing of it.
+  EXPECT_THAT(cache->Trim(), IsOk());
+  stats = cache->GetStats();
+  EXPECT_EQ(stats.runtime_allocations, 1);
+  EXPECT_EQ(stats.runtime_frees, 0);
+  cache.reset();
+  EXPECT_EQ(sim_.misuse_count(), 0);
+  EXPECT_EQ(sim_.live_allocations(0), 1);
+  // The leaked segment is the test's to clean up.
+  EXPECT_THAT(sim_.Free(0, reinterpret_cast<void*>(base), MemoryKind::kDevice),
+              IsOk());
 }
 
 }  // namespace
