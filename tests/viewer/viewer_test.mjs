@@ -39,14 +39,14 @@ const screenshot = screenshotArg ? screenshotArg.slice("--screenshot=".length)
 const EXPECT = {
   devices: 2,
   segments: 6,
-  blocks: 18,
-  states: { leased: 7, free: 5, pending: 1, retiring: 1, graph_pool: 1, held_for_capture: 1, stable: 1, exported: 1 },
-  perDevice: { 0: { segments: 4, blocks: 15 }, 1: { segments: 2, blocks: 3 } },
+  blocks: 19,
+  states: { leased: 7, free: 5, pending: 1, retiring: 1, graph_pool: 1, held_for_capture: 1, stable: 1, exported: 1, leaked: 1 },
+  perDevice: { 0: { segments: 4, blocks: 16 }, 1: { segments: 2, blocks: 3 } },
   siteRows: ["model.cc:118", "train.cc:42", "(call site not recorded)", "loader.cc:31", "optimizer.cc:77"],
   charts: ["0/device", "0/pinned_host", "1/device"],
   traceEvents: 21,
   summary: ["backend sim:cuda", "taken 2025-11-26 14:20:00 UTC", "reserved 68 MiB", "in use 27.5 MiB",
-            "segments 6", "blocks 18", "imported 1 MiB", "trace 21 of 4096 events"],
+            "segments 6", "blocks 19", "imported 1 MiB", "trace 21 of 4096 events"],
 };
 
 function skip(why) {
@@ -116,7 +116,7 @@ async function fixturePage(browser, work) {
     equal(await section.locator("[data-block]").count(), n.blocks, `device ${device}: blocks`);
   }
   equal(await page.locator(".badge").allInnerTexts(), ["poisoned"], "the poisoned device is marked");
-  equal(await page.locator("[data-legend]").count(), 8, "legend: one entry per state");
+  equal(await page.locator("[data-legend]").count(), 9, "legend: one entry per state");
   // Every block is visible and at least a few pixels wide, however small.
   const widths = await page.locator("[data-block]").evaluateAll((ns) => ns.map((n) => n.getBoundingClientRect().width));
   check(widths.every((w) => w >= 3), "every block is at least 3 px wide", JSON.stringify(widths));
