@@ -147,6 +147,11 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // trims and out-of-memory steps, listed by TakeSnapshot. 0 (the default)
   // turns it off: no lock and no call per event. GPUPOOL_CONF: trace=N.
   size_t trace_capacity = 0;
+  // Record when each lease began, so that a snapshot gives leased blocks
+  // their age (BlockSnapshot::age_ns). Off by default: it costs a clock read
+  // per Allocate. Always on while the trace is (trace_capacity > 0).
+  // GPUPOOL_CONF: lease_times=1.
+  bool record_lease_times = false;
 };
 
 // A snapshot of the cache's counters, per (device, kind), per device, or in

@@ -64,6 +64,10 @@ struct GPUPOOL_EXPORT BlockSnapshot {
   NativeStream stream = nullptr;  // Allocate's stream; kPending: the one
                                   // stream its events were recorded on
   SourceLocation site;
+  // Time since the lease began, when the cache records lease times
+  // (AllocationCacheOptions::record_lease_times, or its trace is on); -1:
+  // not recorded.
+  int64_t age_ns = -1;
   // kPending, kRetiring: ready events not yet known complete.
   int pending_events = 0;
   int64_t graph_pool = -1;  // kGraphPool: the pool's id

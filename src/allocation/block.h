@@ -69,6 +69,7 @@ struct AllocationBlock {
   absl::InlinedVector<NativeStream, 2> uses;
   uint64_t lease_id = 0;
   SourceLocation where;
+  int64_t leased_unix_ns = 0;  // 0: not recorded (LeaseRequest)
 
   // --- While cached or retiring ---
   // The single stream all pending events were recorded on (same-stream reuse

@@ -58,6 +58,8 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
   if (options_.trace_capacity > 0) {
     trace_ = std::make_unique<TraceRing>(options_.trace_capacity, devices);
   }
+  record_lease_times_ =
+      options_.record_lease_times || options_.trace_capacity > 0;
   for (int device = 0; device < devices; ++device) {
     for (MemoryKind kind : kKinds) {
       shards_.push_back(std::make_unique<AllocationShard>(
@@ -191,7 +193,10 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
                      static_cast<int>(kind)));
   }
   AllocationShard& shard = Shard(device, kind);
-  const LeaseRequest request{bytes, stream, where};
+  LeaseRequest request{bytes, stream, where};
+  if (ABSL_PREDICT_FALSE(record_lease_times_)) {
+    request.leased_unix_ns = absl::GetCurrentTimeNanos();
+  }
   // 0. A capture the capture router claims (hooks.h). With none installed,
   //    or no capture registered, this is one or two loads and no runtime
   //    call.

@@ -285,6 +285,8 @@ class AllocationCacheCore
   std::atomic<bool> closed_{false};
   // Made once at construction when options_.trace_capacity > 0.
   std::unique_ptr<TraceRing> trace_;
+  // options_.record_lease_times, or the trace is on. Fixed at construction.
+  bool record_lease_times_ = false;
 
   // The hooks (hooks.h): null until installed, then fixed. Read lock-free;
   // installed and owned under hooks_mu_.

@@ -116,6 +116,7 @@ void AllocationShard::LeaseLocked(AllocationBlock* block,
   block->release_stream = nullptr;
   block->lease_id = lease_ids_.Next();
   block->where = request.where;
+  block->leased_unix_ns = request.leased_unix_ns;
   block->leased_at = ++lease_count_;
   LendSpare(block, &spare_events_);
   // Spares of a merge join the lease's: its release re-records them.

@@ -59,6 +59,9 @@ struct LeaseRequest {
   size_t bytes = 0;
   NativeStream stream = nullptr;
   SourceLocation where;
+  // Wall-clock nanoseconds at Allocate (AllocationCacheOptions::
+  // record_lease_times); 0: not recorded.
+  int64_t leased_unix_ns = 0;
 };
 
 // Counters bumped by the cache's policy (gauges and departures are kept by

@@ -52,7 +52,8 @@ SegmentSnapshot OneBlockSegment(uintptr_t address, uint64_t bytes,
   return segment;
 }
 
-BlockSnapshot Describe(const AllocationBlock& block, BlockUse use) {
+BlockSnapshot Describe(const AllocationBlock& block, BlockUse use,
+                       int64_t now_unix_ns) {
   BlockSnapshot out;
   out.use = use;
   if (use == BlockUse::kLeased) {
@@ -60,6 +61,9 @@ BlockSnapshot Describe(const AllocationBlock& block, BlockUse use) {
     out.lease_id = block.lease_id;
     out.stream = block.stream;
     out.site = block.where;
+    if (block.leased_unix_ns != 0) {
+      out.age_ns = std::max<int64_t>(0, now_unix_ns - block.leased_unix_ns);
+    }
   } else {
     out.pending_events = static_cast<int>(block.events.size());
     out.stream = block.release_stream;
@@ -118,6 +122,7 @@ absl::string_view TraceOpName(TraceOp op) {
 MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
   MemorySnapshot snapshot;
   snapshot.taken_at_unix_ns = absl::GetCurrentTimeNanos();
+  const int64_t now = snapshot.taken_at_unix_ns;
   snapshot.backend = std::string(cache.backend().name());
   const std::shared_ptr<AllocationCacheCore>& core =
       internal::AllocationCacheAccess::Core(cache);
@@ -138,11 +143,11 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
   absl::flat_hash_map<uintptr_t, Kept> kept;
   core->ForEachHeld([&](const AllocationBlock& block) {
     kept[Address(block.ptr)] = {block.device, block.kind, block.size,
-                                Describe(block, BlockUse::kHeldForCapture)};
+                                Describe(block, BlockUse::kHeldForCapture, now)};
   });
   if (router != nullptr) {
     router->ForEachUnleased([&](const AllocationBlock& block, int64_t pool) {
-      BlockSnapshot described = Describe(block, BlockUse::kGraphPool);
+      BlockSnapshot described = Describe(block, BlockUse::kGraphPool, now);
       described.graph_pool = pool;
       kept[Address(block.ptr)] = {block.device, block.kind, block.size,
                                   std::move(described)};
@@ -159,7 +164,7 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
     absl::flat_hash_set<uintptr_t> heads;
     shard->ForEachBlock(
         [&](const AllocationBlock& block, BlockUse use) {
-          BlockSnapshot described = Describe(block, use);
+          BlockSnapshot described = Describe(block, use, now);
           if (block.owner != nullptr && router != nullptr) {
             described.use = BlockUse::kGraphPool;
             described.graph_pool = router->PoolIdOf(block.owner.get());

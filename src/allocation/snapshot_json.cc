@@ -69,6 +69,7 @@ void AppendBlock(std::string* out, const BlockSnapshot& block) {
     absl::StrAppend(out, ",\"requested_bytes\":", block.requested_bytes,
                     ",\"lease_id\":", block.lease_id);
     AppendSite(out, block.site);
+    if (block.age_ns >= 0) absl::StrAppend(out, ",\"age_ns\":", block.age_ns);
   }
   if (block.stream != nullptr) {
     absl::StrAppend(out, ",\"stream\":");

@@ -33,7 +33,8 @@ constexpr int kMaxTraceEvents = 10'000'000;
 constexpr absl::string_view kKnownKeys =
     "max_idle_per_key, max_live_per_key, acquire_timeout, "
     "validate_on_acquire, track_lease_sites, max_cached_bytes, "
-    "max_cached_block_bytes, give_back_above_percent, trace, prewarm, "
+    "max_cached_block_bytes, give_back_above_percent, trace, lease_times, "
+    "prewarm, "
     "preload, preload_streams, "
     "preload_events";
 
@@ -210,6 +211,11 @@ absl::Status ApplyToken(const Token& token, PoolsConfig* config) {
     absl::StatusOr<absl::Duration> parsed = ParseTimeout(value);
     if (!parsed.ok()) return fail(parsed.status());
     streams.acquire_timeout = events.acquire_timeout = *parsed;
+  } else if (key == "lease_times") {
+    // The allocation cache records when each lease began (snapshots' ages).
+    absl::StatusOr<bool> parsed = ParseBool(value);
+    if (!parsed.ok()) return fail(parsed.status());
+    config->options.allocations.record_lease_times = *parsed;
   } else if (key == "validate_on_acquire" || key == "track_lease_sites") {
     absl::StatusOr<bool> parsed = ParseBool(value);
     if (!parsed.ok()) return fail(parsed.status());

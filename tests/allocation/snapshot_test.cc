@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gpupool/graph_pool.h"
 #include "gpupool/stable_buffers.h"
@@ -301,6 +303,46 @@ TEST_F(SnapshotTest, ASplitSegmentListsEachOfItsBlocks) {
   EXPECT_EQ(memory.reserved_bytes, kMiB);
   EXPECT_EQ(memory.in_use_bytes, 256 * kKiB);
   EXPECT_EQ(memory.largest_free_block_bytes, 768 * kKiB);
+}
+
+// A lease's age is in the snapshot when the cache records lease times (an
+// option, or the trace), and absent (-1, no JSON field) when it does not.
+TEST_F(SnapshotTest, LeaseAgeIsRecordedOnlyWhenAsked) {
+  NativeStream stream = NewStream();
+  for (const bool record : {false, true}) {
+    AllocationCacheOptions options;
+    options.record_lease_times = record;
+    auto cache = NewCache(options);
+    const int64_t before = absl::GetCurrentTimeNanos();
+    absl::StatusOr<PooledAllocation> leased =
+        cache->Allocate(0, 4 * kKiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(leased, IsOk());
+    absl::SleepFor(absl::Milliseconds(20));
+    const MemorySnapshot snapshot = TakeSnapshot(*cache);
+    const int64_t elapsed = absl::GetCurrentTimeNanos() - before;
+    const std::vector<BlockSnapshot> blocks = Blocks(snapshot, 0);
+    ASSERT_EQ(blocks.size(), 1u);
+    ASSERT_EQ(blocks[0].use, BlockUse::kLeased);
+    const std::string json = SnapshotToJson(snapshot);
+    if (!record) {
+      EXPECT_EQ(blocks[0].age_ns, -1);
+      EXPECT_THAT(json, Not(HasSubstr("\"age_ns\"")));
+      continue;
+    }
+    EXPECT_GE(blocks[0].age_ns, absl::ToInt64Nanoseconds(absl::Milliseconds(20)));
+    EXPECT_LE(blocks[0].age_ns, elapsed);
+    EXPECT_THAT(json, HasSubstr(absl::StrCat("\"age_ns\":", blocks[0].age_ns)));
+  }
+  // The trace implies it.
+  AllocationCacheOptions traced;
+  traced.trace_capacity = 16;
+  auto cache = NewCache(traced);
+  absl::StatusOr<PooledAllocation> leased =
+      cache->Allocate(0, 4 * kKiB, MemoryKind::kDevice, stream);
+  ASSERT_THAT(leased, IsOk());
+  const std::vector<BlockSnapshot> blocks = Blocks(TakeSnapshot(*cache), 0);
+  ASSERT_EQ(blocks.size(), 1u);
+  EXPECT_GE(blocks[0].age_ns, 0);
 }
 
 TEST_F(SnapshotTest, StringsAreEscapedInJson) {

@@ -140,6 +140,10 @@ INSTANTIATE_TEST_SUITE_P(
                    EXPECT_EQ(c.options.allocations.trace_capacity,
                              size_t{100000});
                  }},
+        GoodCase{"LeaseTimes", "lease_times=1",
+                 [](const PoolsConfig& c) {
+                   EXPECT_TRUE(c.options.allocations.record_lease_times);
+                 }},
         GoodCase{"GiveBackThreshold", "give_back_above_percent=50",
                  [](const PoolsConfig& c) {
                    EXPECT_EQ(c.options.allocations.give_back_above_percent, 50);
@@ -266,6 +270,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"TraceTooLong", "trace=20000000", 1, "trace=20000000", 1,
                 "20000000"},
         BadCase{"TraceNegative", "trace=-1", 1, "trace=-1", 1, "-1"},
+        BadCase{"LeaseTimesNotABool", "lease_times=maybe", 1,
+                "lease_times=maybe", 1, "maybe"},
         BadCase{"PrewarmTooFewFields", "prewarm=cuda:0:non_blocking", 1,
                 "prewarm=cuda:0:non_blocking", 1, "got 3 fields"},
         BadCase{"PrewarmUnknownBackend", "prewarm=tpu:0:default:1", 1,
