@@ -127,6 +127,8 @@ enum class TraceOp {
   kTrim,           // Trim of the device
   kOomRetry,       // the runtime ran out: cached blocks freed, retrying
   kOom,            // the allocation failed with ResourceExhausted
+  kGraphPool,      // a graph pool's memory changed hands (TraceEvent::what)
+  kIpc,            // a buffer was exported to or imported from a process
 };
 GPUPOOL_EXPORT absl::string_view TraceOpName(TraceOp op);
 
@@ -139,6 +141,14 @@ struct GPUPOOL_EXPORT TraceEvent {
   uintptr_t address = 0;  // 0 where none
   uint64_t lease_id = 0;  // 0 where none
   SourceLocation site;    // kAllocate, kReuse
+  // kGraphPool: "released" (its blocks given back to the cache, fenced),
+  // "awaits_graphs" (the handle let go; the graphs retaining the pool give
+  // it back), "held" (the handle went without a release: kept until the
+  // cache goes), "released_by_graphs" (its graphs and their launches are
+  // gone: given back). kIpc: "export", "import". Empty for other ops. A
+  // static string.
+  absl::string_view what;
+  int64_t graph_pool = -1;  // kGraphPool: the pool's id
   // The (device, kind)'s runtime memory and leased bytes after the event.
   uint64_t reserved_bytes = 0;
   uint64_t in_use_bytes = 0;

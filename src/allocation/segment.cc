@@ -176,7 +176,11 @@ bool DetachFromSegment(AllocationBlock* block) {
 
 namespace gpupool::internal {
 
-bool PinInSegment(AllocationBlock* block, AllocationBlock* pin) {
+bool LeaveSegment(AllocationBlock* block, bool leaked, BlockRecords* records,
+                  BlockList<&AllocationBlock::links>* pins) {
+  if (!leaked || IsWholeSegment(block)) return DetachFromSegment(block);
+  AllocationBlock* pin = records->New();
+  pins->PushBack(pin);
   bool first = true;
   for (const AllocationBlock* b = block->prev_in_segment; b != nullptr;
        b = b->prev_in_segment) {
@@ -195,8 +199,10 @@ bool PinInSegment(AllocationBlock* block, AllocationBlock* pin) {
   pin->leaked_part = true;
   pin->prev_in_segment = block->prev_in_segment;
   pin->next_in_segment = block->next_in_segment;
-  if (pin->prev_in_segment != nullptr) pin->prev_in_segment->next_in_segment = pin;
-  if (pin->next_in_segment != nullptr) pin->next_in_segment->prev_in_segment = pin;
+  if (pin->prev_in_segment != nullptr)
+    pin->prev_in_segment->next_in_segment = pin;
+  if (pin->next_in_segment != nullptr)
+    pin->next_in_segment->prev_in_segment = pin;
   block->prev_in_segment = nullptr;
   block->next_in_segment = nullptr;
   return first;

@@ -133,11 +133,16 @@ AllocationBlock* CarryOut(SpareEvents* stash, BlockRecords* records);
 bool DetachFromSegment(AllocationBlock* block);
 // Detaches each of `blocks`: the number of segments whose last block it was.
 int64_t DetachAll(const std::vector<AllocationBlock*>& blocks);
-// Puts `pin` (a fresh record) in `block`'s place in its segment and unlinks
-// `block`; `pin` becomes a leaked part (AllocationBlock::leaked_part) of the
-// same address and size. Returns whether the segment had no leaked part
-// before.
-bool PinInSegment(AllocationBlock* block, AllocationBlock* pin);
+// Unlinks `block` from its segment: true when the segment departs with it
+// (the caller counts it then). A dropped part's segment died with its
+// context (the rest are dropped too, never freed), but a `leaked` part may
+// still be in use: freeing the segment with the rest would free it under
+// that use. So a leaked part of a segment leaves a record in its place
+// (AllocationBlock::leaked_part, from `records`, kept on `pins`): the
+// segment departs, leaked, with its first leaked part, its other blocks
+// still serve leases, and it never looks whole again.
+bool LeaveSegment(AllocationBlock* block, bool leaked, BlockRecords* records,
+                  BlockList<&AllocationBlock::links>* pins);
 
 }  // namespace gpupool::internal
 

@@ -67,7 +67,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
   int64_t dropped_count = DetachAll(dropped);
   int64_t leaked_count = 0;
   for (AllocationBlock* block : leaked) {
-    leaked_count += LeaveSegmentLocked(block, RetireReason::kLeaked);
+    leaked_count += LeaveLocked(block, RetireReason::kLeaked);
   }
   garbage->insert(garbage->end(), dropped.begin(), dropped.end());
   garbage->insert(garbage->end(), leaked.begin(), leaked.end());
@@ -182,10 +182,9 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
     state = BlockState::kDrop;  // poisoned while we recorded
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
-    const RetireReason how = state == BlockState::kDrop
-                                 ? RetireReason::kDropped
-                                 : RetireReason::kLeaked;
-    if (LeaveSegmentLocked(block, how)) ledger_.Retire(how);
+    const RetireReason how = state == BlockState::kDrop ? RetireReason::kDropped
+                                                        : RetireReason::kLeaked;
+    if (LeaveLocked(block, how)) ledger_.Retire(how);
     taken.to_delete = block;
     return taken;
   }
@@ -386,21 +385,7 @@ AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
 
 void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {
   MutexLock lock(&mu_);
-  if (LeaveSegmentLocked(block, how)) ledger_.Retire(how);
-}
-
-bool AllocationShard::LeaveSegmentLocked(AllocationBlock* block,
-                                         RetireReason how) {
-  // A dropped part's segment died with its context: the rest are dropped
-  // too, never freed. A leaked part may still be in use: freeing the segment
-  // with the rest would free it under that use.
-  if (how != RetireReason::kLeaked || IsWholeSegment(block)) {
-    return DetachFromSegment(block);
-  }
-  AllocationBlock* pin = records_.New();
-  const bool first = PinInSegment(block, pin);
-  leaked_parts_.PushBack(pin);
-  return first;
+  if (LeaveLocked(block, how)) ledger_.Retire(how);
 }
 
 void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,

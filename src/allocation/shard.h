@@ -255,12 +255,13 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStaleLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Unlinks `block` (going, `how`) from its segment: true when the segment
-  // departs with it (counted then). A leaked part of a segment leaves a
-  // record in its place (leaked_parts_): the segment departs, leaked, with
-  // its first leaked part, and never goes back to the runtime.
-  bool LeaveSegmentLocked(AllocationBlock* block, RetireReason how)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unlinks `block` (going, `how`) from its segment (segment.h,
+  // LeaveSegment): true when the segment departs with it.
+  bool LeaveLocked(AllocationBlock* block, RetireReason how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return LeaveSegment(block, how == RetireReason::kLeaked, &records_,
+                        &leaked_parts_);
+  }
   StableBuffer* StableEntryLocked(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* TakeStableLocked(StableBuffer* buffer)
@@ -284,8 +285,8 @@ class alignas(kCacheLine) AllocationShard {
   // Leases made so far: the clock of AllocationBlock::leased_at/listed_at.
   uint64_t lease_count_ ABSL_GUARDED_BY(mu_) = 0;
   PrimaryList retiring_ ABSL_GUARDED_BY(mu_);
-  // Records of leaked parts of segments (LeaveSegmentLocked), until the
-  // shard goes.
+  // Records of leaked parts of segments (LeaveSegment), until the shard
+  // goes.
   PrimaryList leaked_parts_ ABSL_GUARDED_BY(mu_);
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Gauges and policy counters; the departure counters come from ledger_.

@@ -30,12 +30,12 @@ using internal::CaptureRouter;
 using internal::FreeGate;
 
 constexpr absl::string_view kBlockUseNames[] = {
-    "leased",           "free",   "pending", "retiring", "graph_pool",
+    "leased",           "free",   "pending",  "retiring", "graph_pool",
     "held_for_capture", "stable", "exported", "leaked"};
 
 constexpr absl::string_view kTraceOpNames[] = {
-    "allocate",     "reuse", "release",   "runtime_malloc",
-    "runtime_free", "trim",  "oom_retry", "oom"};
+    "allocate", "reuse",     "release", "runtime_malloc", "runtime_free",
+    "trim",     "oom_retry", "oom",     "graph_pool",     "ipc"};
 
 constexpr MemoryKind kKinds[] = {MemoryKind::kDevice, MemoryKind::kPinnedHost};
 
@@ -142,8 +142,9 @@ MemorySnapshot TakeSnapshot(const AllocationCache& cache) {
   // whole segments of their own.
   absl::flat_hash_map<uintptr_t, Kept> kept;
   core->ForEachHeld([&](const AllocationBlock& block) {
-    kept[Address(block.ptr)] = {block.device, block.kind, block.size,
-                                Describe(block, BlockUse::kHeldForCapture, now)};
+    kept[Address(block.ptr)] = {
+        block.device, block.kind, block.size,
+        Describe(block, BlockUse::kHeldForCapture, now)};
   });
   if (router != nullptr) {
     router->ForEachUnleased([&](const AllocationBlock& block, int64_t pool) {

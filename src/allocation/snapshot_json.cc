@@ -200,6 +200,13 @@ std::string SnapshotToJson(const MemorySnapshot& snapshot) {
     if (event.op == TraceOp::kAllocate || event.op == TraceOp::kReuse) {
       AppendSite(&out, event.site);
     }
+    if (!event.what.empty()) {
+      absl::StrAppend(&out, ",\"what\":");
+      AppendString(&out, event.what);
+    }
+    if (event.graph_pool >= 0) {
+      absl::StrAppend(&out, ",\"graph_pool\":", event.graph_pool);
+    }
     absl::StrAppend(&out, ",\"reserved_bytes\":", event.reserved_bytes,
                     ",\"in_use_bytes\":", event.in_use_bytes, "}");
   }

@@ -125,6 +125,21 @@ void TraceRing::Note(TraceOp op, int device, MemoryKind kind, size_t bytes) {
   Push(std::move(event), TotalsOf(device, kind));
 }
 
+void TraceRing::Transition(TraceOp op, absl::string_view what, int device,
+                           MemoryKind kind, size_t bytes, const void* ptr,
+                           int64_t graph_pool) {
+  MutexLock lock(&mu_);
+  TraceEvent event;
+  event.op = op;
+  event.what = what;
+  event.device = device;
+  event.kind = kind;
+  event.bytes = bytes;
+  event.address = reinterpret_cast<uintptr_t>(ptr);
+  event.graph_pool = graph_pool;
+  Push(std::move(event), TotalsOf(device, kind));
+}
+
 std::vector<TraceEvent> TraceRing::Events() const {
   MutexLock lock(&mu_);
   std::vector<TraceEvent> out;

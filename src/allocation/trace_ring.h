@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/backend.h"
 #include "gpupool/snapshot.h"
 #include "gpupool/source_location.h"
@@ -40,6 +41,12 @@ class TraceRing {
   void RuntimeFree(int device, MemoryKind kind, const void* ptr);
   // Trim, an OOM chain's retry, or its final failure (`bytes`: requested).
   void Note(TraceOp op, int device, MemoryKind kind, size_t bytes);
+  // A feature's transition (kGraphPool, kIpc; TraceEvent::what, a static
+  // string): `bytes` at `ptr` (nullptr: several blocks), of graph pool
+  // `graph_pool` (-1: none).
+  void Transition(TraceOp op, absl::string_view what, int device,
+                  MemoryKind kind, size_t bytes, const void* ptr,
+                  int64_t graph_pool = -1);
 
   size_t capacity() const { return capacity_; }
   // The events, oldest first.

@@ -368,8 +368,7 @@ TEST_F(AllocationCacheSimTest, LeakedPartKeepsItsSegmentFromTheRuntime) {
   EXPECT_EQ(stats.runtime_frees, 0);
 
   MemorySnapshot snapshot = TakeSnapshot(*cache);
-  const auto& segments =
-      snapshot.devices[0].memory[0].segments;
+  const auto& segments = snapshot.devices[0].memory[0].segments;
   ASSERT_EQ(segments.size(), 1u);
   EXPECT_EQ(segments[0].address, base);
   EXPECT_EQ(segments[0].bytes, kMiB);

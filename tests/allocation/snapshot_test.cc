@@ -256,6 +256,61 @@ TEST_F(SnapshotTest, TraceKeepsTheLastEventsWithTotals) {
   EXPECT_THAT(json, HasSubstr("\"op\":\"runtime_free\""));
 }
 
+// Graph pools and IPC write their transitions into the trace: a pool's
+// release (with its id and bytes), a buffer's export and import.
+TEST_F(SnapshotTest, GraphPoolAndIpcTransitionsAreTraced) {
+  AllocationCacheOptions options;
+  options.trace_capacity = 64;
+  auto cache = NewCache(options);
+  NativeStream g = NewStream();
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  {
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(g);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(g, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    absl::StatusOr<PooledAllocation> captured =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, g);
+    ASSERT_THAT(captured, IsOk());
+  }
+  absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(g);
+  ASSERT_THAT(graph, IsOk());
+  ASSERT_THAT(pool->Release({g}), IsOk());
+  StableBuffers buffers(*cache);
+  absl::StatusOr<IpcHandle> handle = buffers.Export("ring", 0, 64 * kKiB);
+  ASSERT_THAT(handle, IsOk());
+  absl::StatusOr<ImportedBuffer> imported = buffers.Import(*handle, 0);
+  ASSERT_THAT(imported, IsOk());
+
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  std::vector<TraceEvent> features;
+  for (const TraceEvent& event : snapshot.trace) {
+    if (event.op == TraceOp::kGraphPool || event.op == TraceOp::kIpc) {
+      features.push_back(event);
+    }
+  }
+  ASSERT_EQ(features.size(), 3u);
+  EXPECT_EQ(features[0].op, TraceOp::kGraphPool);
+  EXPECT_EQ(features[0].what, "released");
+  EXPECT_EQ(features[0].graph_pool, static_cast<int64_t>(pool->id()));
+  EXPECT_EQ(features[0].bytes, kMiB);
+  EXPECT_EQ(features[1].op, TraceOp::kIpc);
+  EXPECT_EQ(features[1].what, "export");
+  EXPECT_EQ(features[1].bytes, 64 * kKiB);
+  EXPECT_NE(features[1].address, 0u);
+  EXPECT_EQ(features[2].what, "import");
+  EXPECT_EQ(features[2].address, reinterpret_cast<uintptr_t>(imported->data()));
+  const std::string json = SnapshotToJson(snapshot);
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"op\":\"graph_pool\"")));
+  EXPECT_THAT(json, HasSubstr(absl::StrCat(
+                        "\"what\":\"released\",\"graph_pool\":", pool->id())));
+  EXPECT_THAT(json, HasSubstr("\"op\":\"ipc\""));
+  EXPECT_THAT(json, HasSubstr("\"what\":\"import\""));
+  imported->Release();
+  ASSERT_THAT(sim_.DestroyGraph(*graph), IsOk());
+}
+
 TEST_F(SnapshotTest, TraceIsOffByDefaultAndOutOfMemoryIsTraced) {
   {
     auto cache = NewCache();
@@ -329,7 +384,8 @@ TEST_F(SnapshotTest, LeaseAgeIsRecordedOnlyWhenAsked) {
       EXPECT_THAT(json, Not(HasSubstr("\"age_ns\"")));
       continue;
     }
-    EXPECT_GE(blocks[0].age_ns, absl::ToInt64Nanoseconds(absl::Milliseconds(20)));
+    EXPECT_GE(blocks[0].age_ns,
+              absl::ToInt64Nanoseconds(absl::Milliseconds(20)));
     EXPECT_LE(blocks[0].age_ns, elapsed);
     EXPECT_THAT(json, HasSubstr(absl::StrCat("\"age_ns\":", blocks[0].age_ns)));
   }

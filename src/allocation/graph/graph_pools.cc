@@ -16,6 +16,7 @@
 #include "src/allocation/cache_core.h"
 #include "src/allocation/oom_chain.h"
 #include "src/allocation/size_classes.h"
+#include "src/allocation/trace_ring.h"
 
 namespace gpupool::internal {
 namespace {
@@ -331,11 +332,13 @@ absl::Status GraphPools::Release(GraphPoolState& pool,
     }
   }
   if (graph_owned) {
+    Trace(pool, "awaits_graphs", {});
     pool.retain->Drop();
     return absl::OkStatus();
   }
   if (core_.Forked())
     return absl::OkStatus();  // leaked with the parent's memory
+  Trace(pool, "released", blocks);
   for (AllocationBlock* block : blocks) {
     // The replays may still write the block: its give-back is fenced by
     // ready events on the replay streams (and those it holds from uses after
@@ -348,16 +351,23 @@ absl::Status GraphPools::Release(GraphPoolState& pool,
 }
 
 void GraphPools::Hold(GraphPoolState& pool) {
+  bool graph_owned = false;
   {
     MutexLock lock(&pool.mu);
     if (pool.released || pool.handle_let_go) return;
-    if (!pool.graph_owned) {
+    graph_owned = pool.graph_owned;
+    if (graph_owned) {
+      pool.handle_let_go = true;
+    } else {
       pool.held = true;
-      return;
     }
-    pool.handle_let_go = true;
+  }
+  if (!graph_owned) {
+    Trace(pool, "held", {});
+    return;
   }
   // The graphs know when they are done: the pool waits for them.
+  Trace(pool, "awaits_graphs", {});
   pool.retain->Drop();
 }
 
@@ -425,11 +435,22 @@ void GraphPools::Collect() {
       streams = pool->replay_streams;
     }
     if (core_.Forked()) continue;  // leaked with the parent's memory
+    Trace(*pool, "released_by_graphs", blocks);
     // Every graph that used the blocks is gone and its launches completed
     // (the user objects prove it): fenced on the streams a Release named,
     // and on those the blocks hold events for, as any give-back.
     for (AllocationBlock* block : blocks) core_.GiveBack(block, streams);
   }
+}
+
+void GraphPools::Trace(const GraphPoolState& pool, absl::string_view what,
+                       const std::vector<AllocationBlock*>& blocks) {
+  TraceRing* trace = core_.trace();
+  if (ABSL_PREDICT_TRUE(trace == nullptr)) return;
+  size_t bytes = 0;
+  for (const AllocationBlock* block : blocks) bytes += block->size;
+  trace->Transition(TraceOp::kGraphPool, what, pool.device, MemoryKind::kDevice,
+                    bytes, /*ptr=*/nullptr, static_cast<int64_t>(pool.id));
 }
 
 bool GraphPools::Adopt(AllocationShard& shard, AllocationBlock* block,

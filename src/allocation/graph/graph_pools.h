@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "src/allocation/graph/capture_routes.h"
@@ -78,6 +79,10 @@ class GraphPools final : public CaptureRouter {
       const override;
 
  private:
+  // A kGraphPool trace event for `pool` (`what`: TraceEvent::what), of
+  // `blocks`' bytes, when the cache's trace is on.
+  void Trace(const GraphPoolState& pool, absl::string_view what,
+             const std::vector<AllocationBlock*>& blocks);
   // The pool whose open route matches the capture `info` of `stream` (by
   // capture id; an invalidated capture by its origin stream), or null.
   // Learns route capture ids on the way: runtime calls, no lock held.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/allocation/cache_core.h"
 #include "src/allocation/stable.h"
+#include "src/allocation/trace_ring.h"
 #include "src/base/readable_bytes.h"
 
 namespace gpupool::internal {
@@ -47,6 +48,10 @@ absl::StatusOr<IpcHandle> IpcSharing::Export(absl::string_view name, int device,
     if (moved) continue;
     if (!handle.ok() && core_.PoisonIfSticky(device, handle.status())) {
       return core_.PoisonedError(device);
+    }
+    if (handle.ok() && ABSL_PREDICT_FALSE(core_.trace() != nullptr)) {
+      core_.trace()->Transition(TraceOp::kIpc, "export", device,
+                                MemoryKind::kDevice, bytes, *ptr);
     }
     return handle;
   }
@@ -88,6 +93,11 @@ absl::StatusOr<ImportedBuffer> IpcSharing::Import(const IpcHandle& handle,
   absl::StatusOr<ImportedBuffer> imported = imports_->Import(handle, device);
   if (!imported.ok() && core_.PoisonIfSticky(device, imported.status())) {
     return core_.PoisonedError(device);
+  }
+  if (imported.ok() && ABSL_PREDICT_FALSE(core_.trace() != nullptr)) {
+    core_.trace()->Transition(TraceOp::kIpc, "import", device,
+                              MemoryKind::kDevice, imported->size(),
+                              imported->data());
   }
   return imported;
 }
