@@ -41,10 +41,7 @@ absl::Status RecoverIfPoisoned(
     const std::function<absl::Status()>& reset_device) {
   if (!pools.health()->is_poisoned(device)) return absl::OkStatus();
   std::fprintf(stderr, "device %d poisoned by: %s\n", device,
-               pools.health()
-                   ->poison_cause(device)
-                   .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                   .c_str());
+               pools.health()->poison_cause(device).ToString().c_str());
   absl::Status reset = reset_device();
   if (!reset.ok()) return reset;
   return pools.RecoverDevice(device);
@@ -65,10 +62,8 @@ int main() {
   if (!RunOnStream(bundle, 0, healthy).ok()) return 2;
   absl::Status failed = RunOnStream(bundle, 0, faulty);
   absl::Status refused = RunOnStream(bundle, 0, healthy);
-  std::printf(
-      "step on dead device: %s\nnext step: %s\n",
-      failed.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str(),
-      refused.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+  std::printf("step on dead device: %s\nnext step: %s\n",
+              failed.ToString().c_str(), refused.ToString().c_str());
   if (gpupool::FaultOf(failed) != gpupool::Fault::kDevice ||
       !absl::IsFailedPrecondition(refused) ||
       !bundle.health()->is_poisoned(0)) {

@@ -67,8 +67,10 @@ using UserObjectDestructor = void (*)(void* data);
 // Fault classes
 // ---------------------------------------------------------------------------
 
-// How a pool must react to a failed runtime call. Travels in the status as a
-// payload under `kFaultPayloadUrl`.
+// How a pool must react to a failed runtime call. Travels in the status's
+// message, in words: a fixed tag at its end (" (device fault)", see
+// `FaultTag`), so a printed status reads as words and the class survives any
+// copy of the status.
 enum class Fault {
   kNone,         // success
   kNotReady,     // work still pending: keep the handle, check later
@@ -79,21 +81,39 @@ enum class Fault {
   kCaller,       // invalid argument or wrong device: change nothing
 };
 
+// Deprecated: gpupool no longer attaches a payload under this URL (Abseil
+// prints every payload with the status, in wire form). `FaultOf` still
+// honours one a caller attached to a status without a fault tag, and
+// `WithFault` removes it.
 inline constexpr absl::string_view kFaultPayloadUrl =
     "type.googleapis.com/gpupool.Fault";
 
-// Returns the fault class of `status`: `kNone` for OK, the payload when one
-// is attached, and otherwise a class inferred from the code
-// (ResourceExhausted → kOutOfMemory, InvalidArgument/OutOfRange/NotFound →
-// kCaller, Unavailable → kShutdown, everything else → kResource).
+// Returns the fault class of `status`: `kNone` for OK (the message is not
+// read); the class its message's trailing fault tag names; a
+// `kFaultPayloadUrl` payload when one is attached; otherwise a class inferred
+// from the code (ResourceExhausted → kOutOfMemory, InvalidArgument/OutOfRange/
+// NotFound → kCaller, Unavailable → kShutdown, everything else → kResource).
 GPUPOOL_EXPORT Fault FaultOf(const absl::Status& status);
 
-// Returns `status` with the fault payload set to `fault`. OK stays OK.
+// Returns `status` with the fault tag of `fault` at the end of its message:
+// an earlier tag is replaced, never stacked. The code and other payloads are
+// kept. OK stays OK.
 GPUPOOL_EXPORT absl::Status WithFault(absl::Status status, Fault fault);
 
-// Builds a non-OK status with `code`, `message` and the fault payload.
+// Builds a non-OK status with `code`, `message` and the fault tag.
 GPUPOOL_EXPORT absl::Status FaultError(Fault fault, absl::StatusCode code,
                                        absl::string_view message);
+
+// The words that mark `fault` at the end of a message, after a space:
+// "(no fault)", "(not-ready fault)", "(handle fault)", "(device fault)",
+// "(out-of-memory fault)", "(shutdown fault)", "(caller fault)".
+GPUPOOL_EXPORT absl::string_view FaultTag(Fault fault);
+
+// The message of `status` without its trailing fault tag: the words to nest
+// in another status's message. Nest these, never `ToString()`, which adds
+// the code ("INTERNAL: ...") and any payload in wire form.
+GPUPOOL_EXPORT absl::string_view MessageWithoutFault(
+    const absl::Status& status);
 
 // "kDevice", "kResource", ... for messages and stats.
 GPUPOOL_EXPORT absl::string_view FaultName(Fault fault);

@@ -74,8 +74,7 @@ std::string CacheDebugString(const AllocationCacheCore& core) {
   if (core.Forked()) return absl::StrCat(out, " [forked: unusable]");
   if (!core.lifetime().device_count_status().ok()) {
     absl::StrAppend(&out, " [",
-                    core.lifetime().device_count_status().ToString(
-                        absl::StatusToStringMode::kWithNoExtraData),
+                    MessageWithoutFault(core.lifetime().device_count_status()),
                     "]");
   }
   absl::StrAppend(&out, "\n  total: ", CacheStats(core).ToString());

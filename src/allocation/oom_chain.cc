@@ -69,9 +69,7 @@ absl::Status OutOfMemoryError(const AllocationCacheCore& core,
       info.ok() ? absl::StrCat("device free ", Bytes(info->free_bytes), " of ",
                                Bytes(info->total_bytes))
                 : absl::StrCat("device free/total unknown (",
-                               info.status().ToString(
-                                   absl::StatusToStringMode::kWithNoExtraData),
-                               ")");
+                               MessageWithoutFault(info.status()), ")");
   return absl::ResourceExhaustedError(absl::StrCat(
       "AllocationCache: out of ", MemoryKindName(shard.kind()),
       " memory on device ", shard.device(), ": requested ", Bytes(requested),
@@ -84,7 +82,7 @@ absl::Status OutOfMemoryError(const AllocationCacheCore& core,
       retried ? absl::StrCat("retried once after freeing ", Bytes(released),
                              " of cached blocks")
               : std::string("larger than the device, not retried"),
-      "; runtime: ", runtime.message()));
+      "; runtime: ", MessageWithoutFault(runtime)));
 }
 
 // Runtime memory obtained: traced when the trace is on, and marked for the

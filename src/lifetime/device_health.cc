@@ -36,12 +36,11 @@ absl::Status DeviceHealth::CheckHealthy(int device) const {
   absl::Status cause = poison_cause(device);
   // Fault::kDevice: a caller classifying this status learns the device is
   // dead (not that its handle is bad).
-  return FaultError(
-      Fault::kDevice, absl::StatusCode::kFailedPrecondition,
-      absl::StrCat("device ", device,
-                   " is poisoned by a sticky error and needs a "
-                   "reset (then RecoverDevice): ",
-                   cause.ToString(absl::StatusToStringMode::kWithNoExtraData)));
+  return FaultError(Fault::kDevice, absl::StatusCode::kFailedPrecondition,
+                    absl::StrCat("device ", device,
+                                 " is poisoned by a sticky error and needs a "
+                                 "reset (then RecoverDevice): ",
+                                 MessageWithoutFault(cause)));
 }
 
 absl::Status DeviceHealth::poison_cause(int device) const {

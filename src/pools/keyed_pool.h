@@ -209,8 +209,7 @@ class KeyedPool {
     if (Forked()) return absl::StrCat(out, " [forked: unusable]");
     if (!lifetime_.device_count_status().ok()) {
       absl::StrAppend(&out, " [",
-                      lifetime_.device_count_status().ToString(
-                          absl::StatusToStringMode::kWithNoExtraData),
+                      MessageWithoutFault(lifetime_.device_count_status()),
                       "]");
     }
     absl::StrAppend(&out, "\n  total: ", GetStats().ToString());

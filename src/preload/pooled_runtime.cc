@@ -203,10 +203,8 @@ bool PooledRuntime::Initialize() {
         internal::AttachSnapshotDumps(pools_);
         if (absl::Status prewarm = RunPrewarms(*pools_, config->prewarm);
             !prewarm.ok()) {
-          std::fprintf(
-              stderr, "gpupool preload [%s]: %s\n", description_.name,
-              prewarm.ToString(absl::StatusToStringMode::kWithNoExtraData)
-                  .c_str());
+          std::fprintf(stderr, "gpupool preload [%s]: %s\n", description_.name,
+                       prewarm.ToString().c_str());
         }
       } else {
         status = pools.status();

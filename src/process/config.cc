@@ -377,8 +377,9 @@ absl::Status RunPrewarms(Pools& pools,
         pools.streams().Prewarm(spec.device, spec.config, spec.count);
     if (!status.ok() && first_error.ok()) {
       first_error = absl::Status(
-          status.code(), absl::StrCat("prewarm=", spec.ToString(), " on ",
-                                      backend_name, ": ", status.message()));
+          status.code(),
+          absl::StrCat("prewarm=", spec.ToString(), " on ", backend_name, ": ",
+                       MessageWithoutFault(status)));
     }
   }
   return first_error;

@@ -45,8 +45,8 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
         MakeBackend(std::string_view(name.data(), name.size()));
     if (!backend.ok()) {
       return absl::Status(backend.status().code(),
-                          absl::StrCat("GPUPOOL_BACKEND=\"", env,
-                                       "\": ", backend.status().message()));
+                          absl::StrCat("GPUPOOL_BACKEND=\"", env, "\": ",
+                                       MessageWithoutFault(backend.status())));
     }
     return backend;
   }
@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Backend>> ChooseBackend() {
       status =
           count.ok() ? absl::UnavailableError("0 devices") : count.status();
     }
-    reasons.push_back(absl::StrCat(name, ": ", status.message()));
+    reasons.push_back(absl::StrCat(name, ": ", MessageWithoutFault(status)));
   }
   return absl::NotFoundError(absl::StrCat(
       "no runtime backend reports a device (", absl::StrJoin(reasons, "; "),
@@ -89,9 +89,8 @@ absl::StatusOr<Pools*> CreateProcessPools() {
   // A failed prewarm only costs the speed-up: warn, keep the pools.
   absl::Status prewarmed = RunPrewarms(*process_pools, config->prewarm);
   if (!prewarmed.ok()) {
-    std::fprintf(
-        stderr, "gpupool: %s: %s\n", kPoolsConfigEnvVar,
-        prewarmed.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+    std::fprintf(stderr, "gpupool: %s: %s\n", kPoolsConfigEnvVar,
+                 prewarmed.ToString().c_str());
   }
   return process_pools;
 }

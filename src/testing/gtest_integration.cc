@@ -126,9 +126,7 @@ std::vector<LeaseSnapshot::Finding> LeaseSnapshot::FindLeaks() const {
       ++still_poisoned;
       findings.push_back(
           {absl::StrCat("device ", device, " was poisoned (",
-                        health.poison_cause(device).ToString(
-                            absl::StatusToStringMode::kWithNoExtraData),
-                        ")"),
+                        MessageWithoutFault(health.poison_cause(device)), ")"),
            SourceLocation()});
     }
     if (still_poisoned == 0) {

@@ -116,7 +116,8 @@ absl::StatusOr<CudaRuntime> ResolveCudaRuntime(absl::string_view source,
   if (!runtime.ok()) {
     return FaultError(
         Fault::kCaller, absl::StatusCode::kUnavailable,
-        absl::StrCat(runtime.status().message(), "; set ", kCudaRuntimeEnvVar,
+        absl::StrCat(MessageWithoutFault(runtime.status()), "; set ",
+                     kCudaRuntimeEnvVar,
                      " to a CUDA 12 or 13 runtime (libcudart.so.13)"));
   }
   return runtime;

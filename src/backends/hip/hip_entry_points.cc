@@ -101,7 +101,8 @@ absl::StatusOr<HipRuntime> ResolveHipRuntime(absl::string_view source,
   if (!runtime.ok()) {
     return FaultError(
         Fault::kCaller, absl::StatusCode::kUnavailable,
-        absl::StrCat(runtime.status().message(), "; set ", kHipRuntimeEnvVar,
+        absl::StrCat(MessageWithoutFault(runtime.status()), "; set ",
+                     kHipRuntimeEnvVar,
                      " to a HIP 5 or 6 runtime (libamdhip64.so)"));
   }
   return runtime;

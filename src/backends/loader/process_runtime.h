@@ -60,9 +60,8 @@ class ProcessRuntime {
     if (chosen_) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the process's ", runtime_, " runtime is already chosen (",
-          table_ != nullptr
-              ? table_->source
-              : error_.ToString(absl::StatusToStringMode::kWithNoExtraData),
+          table_ != nullptr ? table_->source
+                            : std::string(MessageWithoutFault(error_)),
           "); ", use_call_, " must come before the first ", runtime_,
           " backend"));
     }

@@ -377,8 +377,8 @@ class RuntimeBackend final : public Backend {
     return WithFault(
         absl::Status(
             status.code(),
-            absl::StrCat(status.message(), " (requested ", bytes, " bytes of ",
-                         MemoryKindName(kind), " memory)")),
+            absl::StrCat(MessageWithoutFault(status), " (requested ", bytes,
+                         " bytes of ", MemoryKindName(kind), " memory)")),
         fault);
   }
 

@@ -25,9 +25,9 @@
 //   DeviceState::mu (per device) → SimCaptureModel's per-device mutex →
 //   SimGraphModel's per-device mutex → SimMemory's per-device mutex →
 //   SimIpcRegistry's mutex; SimUserObjects' mutex is taken after a device's
-//   (the leak check) or alone, never before another. The misuse log's, the injection queue's and the
-//   graph oracle log's mutexes are leaves: nothing is taken under them, and
-//   the misuse hook runs under no lock at all.
+//   (the leak check) or alone, never before another. The misuse log's, the
+//   injection queue's and the graph oracle log's mutexes are leaves: nothing is
+//   taken under them, and the misuse hook runs under no lock at all.
 
 #include "gpupool/sim_backend.h"
 
@@ -273,7 +273,9 @@ void SimBackend::CompleteWork(NativeStream stream) {
 }
 void SimBackend::BeginCapture(NativeStream stream) {
   absl::Status status = BeginCapture(stream, SimCaptureMode::kGlobal);
-  if (!status.ok()) state_->misuse.Report(std::string(status.message()));
+  if (!status.ok()) {
+    state_->misuse.Report(std::string(MessageWithoutFault(status)));
+  }
 }
 void SimBackend::SetStreamAttribute(NativeStream stream) {
   state_->streams.SetStreamAttribute(stream);
@@ -419,7 +421,7 @@ int SimBackend::ipc_mappings_live() const {
   return state_->ipc.mappings_live();
 }
 
-// --- User objects -------------------------------------------------------------
+// --- User objects -----------------------------------------------------------
 
 absl::StatusOr<NativeUserObject> SimBackend::CreateUserObject(
     int device, UserObjectDestructor destroy, void* data) {

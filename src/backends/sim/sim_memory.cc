@@ -204,7 +204,7 @@ absl::Status SimMemory::CloseIpcHandle(int device, void* ptr) {
   SimMisuseLog::Reporter misuse(misuse_);
   status = ipc_.Close(device, ptr);
   if (status.code() == absl::StatusCode::kNotFound) {
-    return misuse.Flag(std::string(status.message()));
+    return misuse.Flag(std::string(MessageWithoutFault(status)));
   }
   return status;
 }

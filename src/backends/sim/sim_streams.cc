@@ -231,7 +231,11 @@ void SimStreams::FaultStream(NativeStream stream, absl::Status status) {
   absl::StatusOr<StreamState*> found =
       d.FindStream(stream, "FaultStream", misuse);
   if (!found.ok()) return;
-  if (!status.ok() && !status.GetPayload(kFaultPayloadUrl).has_value()) {
+  // A status without a class of its own faults this stream's handle only.
+  const bool classed =
+      status.message().size() != MessageWithoutFault(status).size() ||
+      status.GetPayload(kFaultPayloadUrl).has_value();
+  if (!status.ok() && !classed) {
     status = WithFault(std::move(status), Fault::kResource);
   }
   (*found)->fault = std::move(status);

@@ -222,7 +222,8 @@ TEST(CudaToStatusTest, MessageNamesCallDeviceErrorNumberAndDescription) {
   EXPECT_EQ(status.message(),
             absl::StrCat("cudaStreamSynchronize on device 3: "
                          "cudaErrorIllegalAddress (700): ",
-                         Cudart().cudaGetErrorString(cudaErrorIllegalAddress)));
+                         Cudart().cudaGetErrorString(cudaErrorIllegalAddress),
+                         " (device fault)"));
 }
 
 TEST(CudaToStatusTest, DeviceIndependentCallsNameNoDevice) {

@@ -217,7 +217,8 @@ TEST(HipToStatusTest, MessageNamesCallDeviceErrorNumberAndDescription) {
                          "hipErrorIllegalAddress (700)",
                          description == "hipErrorIllegalAddress"
                              ? ""
-                             : absl::StrCat(": ", description)));
+                             : absl::StrCat(": ", description),
+                         " (device fault)"));
 }
 
 TEST(HipToStatusTest, UnknownErrorPoisonsOnlyFromCompletionCalls) {

@@ -258,9 +258,9 @@ TEST_F(BackendLoaderTest, RuntimeErrorsAreClassifiedAndNamed) {
   status = backend_->QueryStream(0, *stream);
   EXPECT_EQ(status.code(), Code::kInternal);
   EXPECT_EQ(FaultOf(status), Fault::kDevice);
-  EXPECT_EQ(status.message(), Name("StreamQuery on device 0: ") +
-                                  Name("ErrorIllegalAddress") +
-                                  " (700): fake: illegal address");
+  EXPECT_EQ(status.message(),
+            Name("StreamQuery on device 0: ") + Name("ErrorIllegalAddress") +
+                " (700): fake: illegal address (device fault)");
   fake.stream_query_error = gpupool_fake::kSuccess;
 
   fake.malloc_error = gpupool_fake::kOutOfMemory;

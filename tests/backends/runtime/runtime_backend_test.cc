@@ -440,7 +440,8 @@ TEST(RuntimeTemplateCreateTest, ReportsTheRuntimesReasonForNoDevice) {
   EXPECT_EQ(backend.status().code(), Code::kUnavailable);
   EXPECT_EQ(FaultOf(backend.status()), Fault::kCaller);
   EXPECT_EQ(backend.status().message(),
-            "fakeGetDeviceCount: fakeErrorNoDevice (100): no fake device");
+            "fakeGetDeviceCount: fakeErrorNoDevice (100): no fake device "
+            "(caller fault)");
 }
 
 TEST(RuntimeTemplateCreateTest, ZeroDevicesIsUnavailable) {
@@ -568,7 +569,8 @@ TEST_F(RuntimeTemplateTest, QueryFaultsKeepTheirClass) {
   const absl::Status pending = backend_->QueryStream(0, stream);
   EXPECT_EQ(FaultOf(pending), Fault::kNotReady);
   EXPECT_EQ(pending.code(), Code::kUnavailable);
-  EXPECT_EQ(pending.message(), "fakeStreamQuery: fakeErrorNotReady (600)");
+  EXPECT_EQ(pending.message(),
+            "fakeStreamQuery: fakeErrorNotReady (600) (not-ready fault)");
   EXPECT_EQ(FaultOf(backend_->QueryEvent(0, nullptr)), Fault::kNotReady);
   FakeRuntime::query_error = kFakeIllegalAddress;
   const absl::Status dead = backend_->QueryStream(0, stream);

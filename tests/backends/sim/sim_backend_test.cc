@@ -427,7 +427,7 @@ TEST(SimBackendTest, FailNextIsFifoAndConsumedOnce) {
   EXPECT_EQ(first.status().message(), "first");
   EXPECT_THAT(first, IsFault(absl::StatusCode::kInternal, Fault::kResource));
   absl::StatusOr<NativeStream> second = sim.CreateStream(0, {});
-  EXPECT_EQ(second.status().message(), "second");
+  EXPECT_EQ(second.status().message(), "second (out-of-memory fault)");
   EXPECT_THAT(second, IsFault(absl::StatusCode::kResourceExhausted,
                               Fault::kOutOfMemory));
   // The failed calls were counted but did nothing.
@@ -534,7 +534,7 @@ TEST(SimBackendTest, PoisonedDeviceFailsEveryCallWithoutChangingState) {
   EXPECT_THAT(sim.GetMemoryInfo(0), IsFault(kDead, Fault::kDevice));
   EXPECT_THAT(sim.SetCurrentDevice(0), IsFault(kDead, Fault::kDevice));
   absl::Status sticky = sim.QueryStream(0, stream);
-  EXPECT_EQ(sticky.message(), "cudaErrorIllegalAddress");
+  EXPECT_EQ(sticky.message(), "cudaErrorIllegalAddress (device fault)");
 
   // Every call was counted against the device, and none changed anything.
   EXPECT_EQ(sim.calls_on_device(0) - calls_before, 18);
