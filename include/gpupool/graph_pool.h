@@ -57,7 +57,7 @@
 //
 // Or, where the runtime has user objects, the graphs release it:
 //
-//   pool->RetainBy(graph);  // after cudaStreamEndCapture
+//   pool->RetainBy(graph);  // after cudaStreamEndCapture, before instantiating
 //   // drop the pool: it goes back once `graph` and its launches are gone
 
 #ifndef GPUPOOL_GRAPH_POOL_H_
@@ -124,9 +124,12 @@ class GPUPOOL_EXPORT GraphPool {
   absl::Status Release(const std::vector<NativeStream>& replay_streams = {});
 
   // Ties the pool to `graph` (a `cudaGraph_t`/`hipGraph_t` captured into
-  // it; call after EndCapture): the graph holds a reference to the pool
-  // through a runtime user object, and every executable graph instantiated
-  // from it afterwards holds its own. Several graphs may retain one pool.
+  // it; call after EndCapture and before instantiating): the graph holds a
+  // reference to the pool through a runtime user object, and every
+  // executable graph instantiated from it afterwards holds its own. An
+  // executable graph instantiated earlier holds none (the runtime copies a
+  // graph's references when it instantiates), so its launches do not keep
+  // the pool. Several graphs may retain one pool.
   // Once the handle lets go (destroyed, or Release) and every retaining
   // graph, its executable graphs and their launches are gone, the pool's
   // blocks go back to the general cache on the next Allocate or Trim of the

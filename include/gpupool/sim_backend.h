@@ -132,8 +132,10 @@ struct GPUPOOL_EXPORT SimOptions {
 // thread otherwise (cudaErrorStreamCaptureWrongThread).
 enum class SimCaptureMode { kGlobal, kThreadLocal, kRelaxed };
 
-// A graph made by SimBackend::EndCaptureToGraph. Instantiation is folded into
-// the graph (InstantiateGraph marks it launchable).
+// A graph made by SimBackend::EndCaptureToGraph. One handle names both the
+// graph (its template) and its executable graph: InstantiateGraph makes the
+// latter, DestroyGraphTemplate and DestroyGraphExec destroy each alone,
+// DestroyGraph both.
 struct SimGraph {
   int device = -1;
   uint64_t id = 0;  // process-unique; 0 = no graph
@@ -212,9 +214,12 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
 
   // User objects as the CUDA Programming Guide describes them ("CUDA User
   // Objects"; docs/backends.md, "User objects in the simulator"): a graph's
-  // references die with DestroyGraph (the executable graph is folded into
-  // the graph), and a destructor runs once no reference is left and every
-  // launch of a graph that held the object completed. The simulator runs due
+  // template holds the references retained on it; InstantiateGraph gives
+  // the executable graph a copy of those (a reference retained later is the
+  // template's alone); each dies with its holder's destroy. A destructor
+  // runs once no reference is left and every launch of an executable graph
+  // that held the object completed. ResetDevice drops the device's objects
+  // and runs their destructors. The simulator runs due
   // destructors after DestroyGraph, ReleaseUserObject, CompleteAllWork,
   // CompleteWork and stream and event queries and synchronizes, on the
   // calling thread with no lock held. Any primitive called from inside a
@@ -239,8 +244,9 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
   // `sticky` with Fault::kDevice attached. Handles of a poisoned device are
   // not reported as leaks (their context is dead).
   void PoisonDevice(int device, absl::Status sticky);
-  // Like cudaDeviceReset: destroys every handle and allocation of `device`
-  // and clears its poison.
+  // Like cudaDeviceReset: destroys every handle, graph and allocation of
+  // `device`, drops its user objects (running their destructors) and clears
+  // its poison.
   void ResetDevice(int device);
   // Enqueues work on `stream` that completes after `duration` of real time
   // (absl::InfiniteDuration(): only when CompleteAllWork/CompleteWork runs).
@@ -282,7 +288,9 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
   // ended from another thread, fails with FailedPrecondition and the capture
   // is invalidated (cudaErrorStreamCaptureUnmatched / WrongThread).
   absl::StatusOr<SimGraph> EndCaptureToGraph(NativeStream stream);
-  // Makes `graph` launchable (cudaGraphInstantiate).
+  // Makes `graph`'s executable graph (cudaGraphInstantiate), which holds a
+  // copy of the template's user-object references; instantiating again
+  // replaces it. InvalidArgument once the template is destroyed.
   absl::Status InstantiateGraph(SimGraph graph);
   // Replays the graph's captured work on `stream` (each piece again, with its
   // duration). The oracle checks every range the graph touches: freed, or
@@ -291,6 +299,13 @@ class GPUPOOL_EXPORT SimBackend : public Backend {
   absl::Status LaunchGraph(SimGraph graph, NativeStream stream);
   // Destroys the graph (its exec with it). A launch still running finishes.
   absl::Status DestroyGraph(SimGraph graph);
+  // Destroys the template alone (cudaGraphDestroy): the executable graph
+  // stays launchable; retaining on or instantiating the graph is
+  // InvalidArgument from now on.
+  absl::Status DestroyGraphTemplate(SimGraph graph);
+  // Destroys the executable graph alone (cudaGraphExecDestroy); a launch
+  // still running finishes. InvalidArgument when not instantiated.
+  absl::Status DestroyGraphExec(SimGraph graph);
   // Work on `stream` that reads or writes [ptr, ptr + bytes), which must lie
   // in one live allocation (else misuse). Captured when the stream captures.
   void TouchMemory(NativeStream stream, const void* ptr, size_t bytes = 1);

@@ -14,6 +14,9 @@
 //  * No compute-unit masks.
 //  * Streams carry an L2 access-policy window that outlives a lease unless
 //    reset; devices without persisting L2 report a maximum window of 0.
+//  * Graph user objects from CUDA 11.4 (cudaUserObjectCreate with
+//    cudaUserObjectNoDestructorSync, the only and required flag); the
+//    destructor runs on a CUDA-owned thread that allows no CUDA call.
 
 #ifndef GPUPOOL_SRC_BACKENDS_CUDA_CUDA_API_H_
 #define GPUPOOL_SRC_BACKENDS_CUDA_CUDA_API_H_
@@ -209,6 +212,25 @@ struct CudaApi {
         query(&found, bytes, reinterpret_cast<unsigned long long>(ptr));
     *base = reinterpret_cast<void*>(found);
     return static_cast<Error>(result);
+  }
+
+  // --- Graph user objects (runtime_user_objects.h) ---------------------------
+  using UserObject = cudaUserObject_t;
+  static constexpr unsigned kUserObjectNoDestructorSync =
+      cudaUserObjectNoDestructorSync;
+  static constexpr unsigned kGraphUserObjectMove = cudaGraphUserObjectMove;
+  static Error UserObjectCreate(UserObject* object, void* data,
+                                void (*destroy)(void*),
+                                unsigned initial_refcount, unsigned flags) {
+    return Cudart().cudaUserObjectCreate(object, data, destroy,
+                                         initial_refcount, flags);
+  }
+  static Error GraphRetainUserObject(Graph graph, UserObject object,
+                                     unsigned count, unsigned flags) {
+    return Cudart().cudaGraphRetainUserObject(graph, object, count, flags);
+  }
+  static Error UserObjectRelease(UserObject object, unsigned count) {
+    return Cudart().cudaUserObjectRelease(object, count);
   }
 };
 

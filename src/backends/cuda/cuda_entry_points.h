@@ -82,7 +82,10 @@ namespace cuda_internal {
   X(cudaStreamSetAttribute, kAccessPolicyWindow) \
   X(cudaIpcGetMemHandle, kIpc)                   \
   X(cudaIpcOpenMemHandle, kIpc)                  \
-  X(cudaIpcCloseMemHandle, kIpc)
+  X(cudaIpcCloseMemHandle, kIpc)                 \
+  X(cudaUserObjectCreate, kUserObjects)          \
+  X(cudaGraphRetainUserObject, kUserObjects)     \
+  X(cudaUserObjectRelease, kUserObjects)
 
 // The resolved entry points, each a pointer of the function's own type, and
 // where they came from.

@@ -22,6 +22,11 @@
 //  * No per-stream attributes in 5.2 (no access-policy window): nothing to
 //    reset.
 //  * hipGetErrorString often returns the error name again.
+//  * Graph user objects (hipUserObjectCreate, hipGraphRetainUserObject,
+//    hipUserObjectRelease) exist in later ROCm releases only (HIPIFY lists
+//    them from 5.3); HIP 5.2's headers lack them, so their types and flag
+//    values (hipUserObjectNoDestructorSync = hipGraphUserObjectMove = 1)
+//    are spelled out here and the entry points are optional.
 
 #ifndef GPUPOOL_SRC_BACKENDS_HIP_HIP_API_H_
 #define GPUPOOL_SRC_BACKENDS_HIP_HIP_API_H_
@@ -200,6 +205,24 @@ struct HipApi {
     HipAddressRangeFn query = HipMemGetAddressRange();
     if (query == nullptr) return hipErrorNotSupported;
     return query(base, bytes, ptr);
+  }
+
+  // --- Graph user objects (runtime_user_objects.h) ---------------------------
+  using UserObject = HipUserObject;
+  static constexpr unsigned kUserObjectNoDestructorSync = 1;
+  static constexpr unsigned kGraphUserObjectMove = 1;
+  static Error UserObjectCreate(UserObject* object, void* data,
+                                void (*destroy)(void*),
+                                unsigned initial_refcount, unsigned flags) {
+    return Hip().hipUserObjectCreate(object, data, destroy, initial_refcount,
+                                     flags);
+  }
+  static Error GraphRetainUserObject(Graph graph, UserObject object,
+                                     unsigned count, unsigned flags) {
+    return Hip().hipGraphRetainUserObject(graph, object, count, flags);
+  }
+  static Error UserObjectRelease(UserObject object, unsigned count) {
+    return Hip().hipUserObjectRelease(object, count);
   }
 };
 

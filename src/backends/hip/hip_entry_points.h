@@ -36,6 +36,16 @@ namespace hip_internal {
 // table holds the C entry points, spelled out.
 using HipMallocFn = hipError_t (*)(void**, size_t);
 using HipHostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
+// The graph user-object calls came after HIP 5.2, whose headers gpupool is
+// compiled against: their types are spelled out (hipUserObject_t is an
+// opaque pointer; HIP's own declarations have the same shape as CUDA's).
+using HipUserObject = void*;
+using HipUserObjectCreateFn = hipError_t (*)(HipUserObject*, void*,
+                                             void (*)(void*), unsigned int,
+                                             unsigned int);
+using HipGraphRetainUserObjectFn = hipError_t (*)(hipGraph_t, HipUserObject,
+                                                  unsigned int, unsigned int);
+using HipUserObjectReleaseFn = hipError_t (*)(HipUserObject, unsigned int);
 
 // X(name, type): the entry points pooling needs (streams, events, memory,
 // and the device, error and capture-mode calls around them). A runtime
@@ -84,7 +94,10 @@ using HipHostMallocFn = hipError_t (*)(void**, size_t, unsigned int);
     kCuMask)                                                                 \
   X(hipIpcGetMemHandle, decltype(&::hipIpcGetMemHandle), kIpc)               \
   X(hipIpcOpenMemHandle, decltype(&::hipIpcOpenMemHandle), kIpc)             \
-  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle), kIpc)
+  X(hipIpcCloseMemHandle, decltype(&::hipIpcCloseMemHandle), kIpc)           \
+  X(hipUserObjectCreate, HipUserObjectCreateFn, kUserObjects)                \
+  X(hipGraphRetainUserObject, HipGraphRetainUserObjectFn, kUserObjects)      \
+  X(hipUserObjectRelease, HipUserObjectReleaseFn, kUserObjects)
 
 // The resolved entry points, each a pointer of the function's own type, and
 // where they came from.

@@ -19,8 +19,9 @@
 // priority checks), runtime_features.h (optional features: what a runtime
 // without their entry points answers), runtime_access_policy.h (the L2
 // window reset); and the components its overrides call once the device is
-// checked: runtime_capture.h (capture status, id and teardown) and
-// runtime_ipc.h (the IPC calls).
+// checked: runtime_capture.h (capture status, id and teardown),
+// runtime_ipc.h (the IPC calls) and runtime_user_objects.h (graph user
+// objects).
 //
 // The Api traits struct must provide (every function is a static forward that
 // returns Api::Error):
@@ -54,7 +55,10 @@
 //              IpcOpenMemHandle, IpcCloseMemHandle (runtime_ipc.h)
 //   features   MissingEntryPoints(Feature), RuntimeSource()
 //              (runtime_features.h): which optional entry points the loaded
-//              runtime lacks (capture info, IPC, L2 window, CU mask)
+//              runtime lacks (capture info, IPC, L2 window, CU mask,
+//              user objects)
+//   user objs  UserObject, UserObjectCreate, GraphRetainUserObject,
+//              UserObjectRelease and their flags (runtime_user_objects.h)
 //   optional   kSupportsCuMask; when true also kCuMaskStreamPriority,
 //              kCuMaskStreamNonBlocking (what the CU-mask create call gives)
 //              and ExtStreamCreateWithCuMask(Stream*, uint32_t,
@@ -89,6 +93,7 @@
 #include "src/backends/runtime/runtime_guards.h"
 #include "src/backends/runtime/runtime_ipc.h"
 #include "src/backends/runtime/runtime_status.h"
+#include "src/backends/runtime/runtime_user_objects.h"
 
 namespace gpupool {
 namespace runtime_internal {
@@ -429,6 +434,25 @@ class RuntimeBackend final : public Backend {
   absl::StatusOr<AddressRange> GetAddressRange(int device, void* ptr) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
     return RuntimeIpc<Api>::GetAddressRange(device, ptr);
+  }
+
+  // --- Graph user objects: RuntimeUserObjects' calls ----------------------
+
+  absl::StatusOr<NativeUserObject> CreateUserObject(
+      int device, UserObjectDestructor destroy, void* data) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeUserObjects<Api>::Create(device, destroy, data);
+  }
+
+  absl::Status RetainUserObjectByGraph(int device, NativeGraph graph,
+                                       NativeUserObject object) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeUserObjects<Api>::RetainByGraph(device, graph, object);
+  }
+
+  absl::Status ReleaseUserObject(int device, NativeUserObject object) override {
+    if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+    return RuntimeUserObjects<Api>::Release(device, object);
   }
 
  private:

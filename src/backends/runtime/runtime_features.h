@@ -34,6 +34,8 @@ enum class Feature {
   kCaptureInfo,         // GetCaptureInfo (the capture's id: graph pools)
   kAccessPolicyWindow,  // ResetStreamAttributes (CUDA's L2 window)
   kCuMask,              // CreateStream with a cu_mask (a HIP extension)
+  kUserObjects,         // CreateUserObject, RetainUserObjectByGraph,
+                        // ReleaseUserObject (graph-retained release)
 };
 
 inline absl::string_view FeatureName(Feature feature) {
@@ -46,6 +48,8 @@ inline absl::string_view FeatureName(Feature feature) {
       return "the L2 access-policy window reset";
     case Feature::kCuMask:
       return "compute-unit masking";
+    case Feature::kUserObjects:
+      return "graph user objects (graph pools fall back to explicit release)";
   }
   return "this feature";
 }

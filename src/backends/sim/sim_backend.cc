@@ -254,11 +254,15 @@ void SimBackend::ResetDevice(int device) {
     return;
   }
   DeviceState& d = state_->devices.device(device);
-  absl::MutexLock lock(&d.mu);
-  state_->captures.ResetDevice(d);
-  state_->graphs.ResetDevice(d);
-  state_->memory.ResetDevice(device);
-  d.ResetLocked();
+  {
+    absl::MutexLock lock(&d.mu);
+    state_->captures.ResetDevice(d);
+    state_->graphs.ResetDevice(d);
+    state_->memory.ResetDevice(device);
+    d.ResetLocked();
+  }
+  // After the device's lock: destructors run with no lock held.
+  state_->user_objects.ResetDevice(device);
 }
 void SimBackend::SubmitWork(NativeStream stream, absl::Duration duration) {
   state_->streams.SubmitWork(stream, duration);
@@ -295,7 +299,9 @@ absl::StatusOr<SimGraph> SimBackend::EndCaptureToGraph(NativeStream stream) {
   return state_->graphs.EndCaptureToGraph(stream);
 }
 absl::Status SimBackend::InstantiateGraph(SimGraph graph) {
-  return state_->graphs.InstantiateGraph(graph);
+  absl::Status status = state_->graphs.InstantiateGraph(graph);
+  if (status.ok()) state_->user_objects.NoteInstantiated(graph.id);
+  return status;
 }
 absl::Status SimBackend::LaunchGraph(SimGraph graph, NativeStream stream) {
   std::vector<uint64_t> tickets;
@@ -305,7 +311,26 @@ absl::Status SimBackend::LaunchGraph(SimGraph graph, NativeStream stream) {
 }
 absl::Status SimBackend::DestroyGraph(SimGraph graph) {
   absl::Status status = state_->graphs.DestroyGraph(graph);
-  if (status.ok()) state_->user_objects.NoteGraphDestroyed(graph.id);
+  if (status.ok()) {
+    state_->user_objects.NoteGraphDestroyed(graph.id, /*template_gone=*/true,
+                                            /*exec_gone=*/true);
+  }
+  return status;
+}
+absl::Status SimBackend::DestroyGraphTemplate(SimGraph graph) {
+  absl::Status status = state_->graphs.DestroyGraphTemplate(graph);
+  if (status.ok()) {
+    state_->user_objects.NoteGraphDestroyed(graph.id, /*template_gone=*/true,
+                                            /*exec_gone=*/false);
+  }
+  return status;
+}
+absl::Status SimBackend::DestroyGraphExec(SimGraph graph) {
+  absl::Status status = state_->graphs.DestroyGraphExec(graph);
+  if (status.ok()) {
+    state_->user_objects.NoteGraphDestroyed(graph.id, /*template_gone=*/false,
+                                            /*exec_gone=*/true);
+  }
   return status;
 }
 void SimBackend::TouchMemory(NativeStream stream, const void* ptr,

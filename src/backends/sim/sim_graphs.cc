@@ -87,7 +87,9 @@ absl::Status SimGraphModel::InstantiateGraph(SimGraph graph) {
   DeviceGraphs& graphs = *graphs_[graph.device];
   absl::MutexLock graph_lock(&graphs.mu);
   auto it = graphs.graphs.find(graph.id);
-  if (it == graphs.graphs.end()) return UnknownGraph("InstantiateGraph", graph);
+  if (it == graphs.graphs.end() || !it->second.template_live) {
+    return UnknownGraph("InstantiateGraph", graph);
+  }
   it->second.instantiated = true;
   return absl::OkStatus();
 }
@@ -190,6 +192,37 @@ absl::Status SimGraphModel::DestroyGraph(SimGraph graph) {
   return absl::OkStatus();
 }
 
+absl::Status SimGraphModel::DestroyGraphTemplate(SimGraph graph) {
+  if (!devices_.ValidDevice(graph.device)) {
+    return UnknownGraph("DestroyGraphTemplate", graph);
+  }
+  DeviceGraphs& graphs = *graphs_[graph.device];
+  absl::MutexLock lock(&graphs.mu);
+  auto it = graphs.graphs.find(graph.id);
+  if (it == graphs.graphs.end() || !it->second.template_live) {
+    return UnknownGraph("DestroyGraphTemplate", graph);
+  }
+  it->second.template_live = false;
+  if (!it->second.instantiated) graphs.graphs.erase(it);
+  return absl::OkStatus();
+}
+
+absl::Status SimGraphModel::DestroyGraphExec(SimGraph graph) {
+  if (!devices_.ValidDevice(graph.device)) {
+    return UnknownGraph("DestroyGraphExec", graph);
+  }
+  DeviceGraphs& graphs = *graphs_[graph.device];
+  absl::MutexLock lock(&graphs.mu);
+  auto it = graphs.graphs.find(graph.id);
+  if (it == graphs.graphs.end() || !it->second.instantiated) {
+    return UnknownGraph("DestroyGraphExec", graph);
+  }
+  it->second.instantiated = false;
+  // A launch still running finishes: its tickets live on the stream.
+  if (!it->second.template_live) graphs.graphs.erase(it);
+  return absl::OkStatus();
+}
+
 void SimGraphModel::ClaimMemory(const void* ptr, size_t bytes, uint64_t owner) {
   const int device = DecodeAddress(HandleValue(ptr)).device;
   if (!devices_.ValidDevice(device)) {
@@ -227,7 +260,8 @@ bool SimGraphModel::HasGraph(int device, uint64_t id) const {
   if (!devices_.ValidDevice(device)) return false;
   const DeviceGraphs& graphs = *graphs_[device];
   absl::ReaderMutexLock lock(&graphs.mu);
-  return graphs.graphs.contains(id);
+  auto it = graphs.graphs.find(id);
+  return it != graphs.graphs.end() && it->second.template_live;
 }
 
 bool SimGraphModel::graph_launch_pending(SimGraph graph) const {

@@ -51,11 +51,16 @@ class SimGraphModel {
   absl::Status LaunchGraph(SimGraph graph, NativeStream stream,
                            std::vector<uint64_t>* tickets = nullptr);
   absl::Status DestroyGraph(SimGraph graph);
+  // The template alone (cudaGraphDestroy) / the executable graph alone
+  // (cudaGraphExecDestroy); the record goes when both are gone.
+  absl::Status DestroyGraphTemplate(SimGraph graph);
+  absl::Status DestroyGraphExec(SimGraph graph);
   void ClaimMemory(const void* ptr, size_t bytes, uint64_t owner);
   void ReleaseClaim(const void* ptr);
 
   // --- Inspection --------------------------------------------------------
   int live_graphs(int device) const;
+  // Whether the graph's template (not only its executable graph) is live.
   bool HasGraph(int device, uint64_t id) const;
   bool graph_launch_pending(SimGraph graph) const;
   int64_t graph_misuses() const {
@@ -75,7 +80,8 @@ class SimGraphModel {
     uint64_t capture_id = 0;
     uint64_t owner = 0;
     std::vector<CapturedWork> work;
-    bool instantiated = false;
+    bool template_live = true;  // until DestroyGraphTemplate
+    bool instantiated = false;  // the executable graph is live
     int64_t launches = 0;
     // Tickets of the latest launch: pending while its replay runs.
     std::vector<uint64_t> last_launch;

@@ -116,12 +116,26 @@ absl::Status SimUserObjects::Release(int device, NativeUserObject object) {
   return absl::OkStatus();
 }
 
+void SimUserObjects::NoteInstantiated(uint64_t graph_id) {
+  absl::MutexLock lock(&mu_);
+  DropRefs(exec_refs_, graph_id);
+  auto held = graph_refs_.find(graph_id);
+  if (held == graph_refs_.end()) return;
+  for (uint64_t id : held->second) {
+    auto it = objects_.find(id);
+    if (it != objects_.end()) ++it->second.graph_refs;
+  }
+  exec_refs_[graph_id] = held->second;
+}
+
 void SimUserObjects::NoteLaunch(uint64_t graph_id,
                                 const std::vector<uint64_t>& tickets) {
   if (tickets.empty()) return;
   absl::MutexLock lock(&mu_);
-  auto held = graph_refs_.find(graph_id);
-  if (held == graph_refs_.end()) return;
+  // What the executable graph holds: a reference the template took after
+  // instantiation does not keep this launch's objects alive.
+  auto held = exec_refs_.find(graph_id);
+  if (held == exec_refs_.end()) return;
   for (uint64_t id : held->second) {
     auto it = objects_.find(id);
     if (it == objects_.end()) continue;
@@ -130,18 +144,65 @@ void SimUserObjects::NoteLaunch(uint64_t graph_id,
   }
 }
 
-void SimUserObjects::NoteGraphDestroyed(uint64_t graph_id) {
+void SimUserObjects::DropRefs(RefMap& refs, uint64_t graph_id) {
+  auto held = refs.find(graph_id);
+  if (held == refs.end()) return;
+  for (uint64_t id : held->second) {
+    auto it = objects_.find(id);
+    if (it != objects_.end()) --it->second.graph_refs;
+  }
+  refs.erase(held);
+}
+
+void SimUserObjects::NoteGraphDestroyed(uint64_t graph_id, bool template_gone,
+                                        bool exec_gone) {
   {
     absl::MutexLock lock(&mu_);
-    auto held = graph_refs_.find(graph_id);
-    if (held == graph_refs_.end()) return;
-    for (uint64_t id : held->second) {
-      auto it = objects_.find(id);
-      if (it != objects_.end()) --it->second.graph_refs;
-    }
-    graph_refs_.erase(held);
+    if (template_gone) DropRefs(graph_refs_, graph_id);
+    if (exec_gone) DropRefs(exec_refs_, graph_id);
   }
   Sweep();
+}
+
+void SimUserObjects::ResetDevice(int device) {
+  std::vector<std::pair<UserObjectDestructor, void*>> run;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = objects_.begin(); it != objects_.end();) {
+      if (it->second.device != device) {
+        ++it;
+        continue;
+      }
+      run.emplace_back(it->second.destroy, it->second.data);
+      objects_.erase(it++);
+    }
+    // The device's graphs are gone (SimGraphModel::ResetDevice); so are the
+    // references they held, whichever object they name.
+    for (RefMap* refs : {&graph_refs_, &exec_refs_}) {
+      for (auto held = refs->begin(); held != refs->end();) {
+        std::vector<uint64_t> kept;
+        for (uint64_t id : held->second) {
+          if (objects_.contains(id)) kept.push_back(id);
+        }
+        held->second = std::move(kept);
+        if (held->second.empty()) {
+          refs->erase(held++);
+        } else {
+          ++held;
+        }
+      }
+    }
+  }
+  RunDestructors(run);
+}
+
+void SimUserObjects::RunDestructors(
+    const std::vector<std::pair<UserObjectDestructor, void*>>& run) {
+  for (const auto& [destroy, data] : run) {
+    ++destructors_running;
+    destroy(data);
+    --destructors_running;
+  }
 }
 
 void SimUserObjects::Sweep() {
@@ -183,11 +244,7 @@ void SimUserObjects::Sweep() {
       objects_.erase(it);
     }
   }
-  for (const auto& [destroy, data] : run) {
-    ++destructors_running;
-    destroy(data);
-    --destructors_running;
-  }
+  RunDestructors(run);
 }
 
 void SimUserObjects::AppendLeaks(int device, LeakList* leaks) const {

@@ -1,8 +1,13 @@
 // SimUserObjects: the simulator's user objects (cudaUserObjectCreate,
 // cudaGraphRetainUserObject, cudaUserObjectRelease). An object counts the
-// caller's references and the graphs' (a graph's die with DestroyGraph: the
-// simulator folds the executable graph into the graph); each launch of a
-// graph that holds it adds the launch's work tickets. Its destructor runs
+// caller's references and the graphs': a graph's template holds those it
+// retained (they die with DestroyGraphTemplate or DestroyGraph), and its
+// executable graph a copy of the template's references taken at
+// InstantiateGraph (they die with DestroyGraphExec or DestroyGraph); each
+// launch of an executable graph that holds the object adds the launch's work
+// tickets. ResetDevice drops every object of the device, running each
+// destructor once (cudaDeviceReset documents nothing about user objects;
+// docs/backends.md says why the simulator chose this). Its destructor runs
 // once no reference is left *and* those tickets completed, on the next
 // sweep: the simulator sweeps after DestroyGraph, ReleaseUserObject,
 // CompleteAllWork, CompleteWork and stream and event queries and
@@ -19,6 +24,7 @@
 #define GPUPOOL_SRC_BACKENDS_SIM_SIM_USER_OBJECTS_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,10 +60,18 @@ class SimUserObjects {
   absl::Status Release(int device, NativeUserObject object);
 
   // --- For SimBackend ----------------------------------------------------
+  // Graph `graph_id` was instantiated: its executable graph holds a copy of
+  // the template's references (replacing those of an earlier instance).
+  void NoteInstantiated(uint64_t graph_id);
   // A launch of graph `graph_id` enqueued `tickets` on `device`.
   void NoteLaunch(uint64_t graph_id, const std::vector<uint64_t>& tickets);
-  // Graph `graph_id` was destroyed: its references go.
-  void NoteGraphDestroyed(uint64_t graph_id);
+  // Graph `graph_id`'s template, executable graph, or both were destroyed:
+  // their references go.
+  void NoteGraphDestroyed(uint64_t graph_id, bool template_gone,
+                          bool exec_gone);
+  // cudaDeviceReset: every object of `device` is dropped and its destructor
+  // runs (with no lock held); later calls with its handle are misuse.
+  void ResetDevice(int device);
   // Runs the destructors that are due, with no lock held.
   void Sweep();
   // Objects of `device` the caller still holds references to.
@@ -82,9 +96,18 @@ class SimUserObjects {
   mutable absl::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Object> objects_ ABSL_GUARDED_BY(mu_);
-  // Each graph's references, one entry per reference.
-  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> graph_refs_
-      ABSL_GUARDED_BY(mu_);
+  using RefMap = absl::flat_hash_map<uint64_t, std::vector<uint64_t>>;
+  // Drops the references `refs` holds for `graph_id`.
+  void DropRefs(RefMap& refs, uint64_t graph_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `destroy(data)` for each, marked as inside a destructor.
+  static void RunDestructors(
+      const std::vector<std::pair<UserObjectDestructor, void*>>& run);
+
+  // By graph id, each reference held by the graph's template, and by its
+  // executable graph, one entry per reference.
+  RefMap graph_refs_ ABSL_GUARDED_BY(mu_);
+  RefMap exec_refs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sim_internal

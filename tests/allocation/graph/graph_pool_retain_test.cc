@@ -31,7 +31,9 @@ class GraphPoolRetainTest : public AllocationCacheSimTest {
  protected:
   // Captures into `pool` on `stream`: a `bytes` scratch block released
   // during the capture (the pool's) and work that runs until
-  // CompleteAllWork on every launch. Returns the instantiated graph.
+  // CompleteAllWork on every launch. Returns the graph, not yet
+  // instantiated: RetainBy comes first, as on CUDA, where an executable
+  // graph copies only the references its graph held when instantiated.
   SimGraph CaptureScratch(AllocationCache& cache, GraphPool& pool,
                           NativeStream stream, size_t bytes, void** scratch) {
     absl::StatusOr<CaptureScope> scope = pool.BeginCapture(stream);
@@ -47,8 +49,12 @@ class GraphPoolRetainTest : public AllocationCacheSimTest {
     lease->Release();
     absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(stream);
     EXPECT_THAT(graph, IsOk());
-    EXPECT_THAT(sim_.InstantiateGraph(*graph), IsOk());
     return *graph;
+  }
+  // RetainBy(graph), then the executable graph that launches will run.
+  void RetainAndInstantiate(GraphPool& pool, SimGraph graph) {
+    EXPECT_THAT(pool.RetainBy(NativeGraphOf(graph)), IsOk());
+    EXPECT_THAT(sim_.InstantiateGraph(graph), IsOk());
   }
   // Whether one of the leases held at once on `stream`, one more than the
   // general cache holds idle, is `ptr` (the order among its idle blocks
@@ -80,7 +86,7 @@ TEST_F(GraphPoolRetainTest, GraphDestroyedWhileItsLaunchIsQueued) {
     absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
     ASSERT_THAT(pool, IsOk());
     SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
-    ASSERT_THAT(pool->RetainBy(NativeGraphOf(graph)), IsOk());
+    RetainAndInstantiate(*pool, graph);
     ASSERT_THAT(sim_.LaunchGraph(graph, replay), IsOk());
     ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());  // the launch still runs
   }  // the handle defers to the graph
@@ -119,9 +125,9 @@ TEST_P(GraphPoolSharedTest, TwoGraphsShareAPoolDestroyedInEitherOrder) {
     absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
     ASSERT_THAT(pool, IsOk());
     a = CaptureScratch(*cache, *pool, capture, kMiB, &scratch_a);
-    ASSERT_THAT(pool->RetainBy(NativeGraphOf(a)), IsOk());
+    RetainAndInstantiate(*pool, a);
     b = CaptureScratch(*cache, *pool, capture, kMiB, &scratch_b);
-    ASSERT_THAT(pool->RetainBy(NativeGraphOf(b)), IsOk());
+    RetainAndInstantiate(*pool, b);
     EXPECT_EQ(scratch_a, scratch_b);  // reused inside the pool
     ASSERT_THAT(sim_.LaunchGraph(a, replay), IsOk());
     ASSERT_THAT(sim_.LaunchGraph(b, replay), IsOk());
@@ -151,7 +157,7 @@ TEST_F(GraphPoolRetainTest, AKeptHandleKeepsThePoolUntilItLetsGo) {
   ASSERT_THAT(pool, IsOk());
   void* scratch = nullptr;
   SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
-  ASSERT_THAT(pool->RetainBy(NativeGraphOf(graph)), IsOk());
+  RetainAndInstantiate(*pool, graph);
   ASSERT_THAT(sim_.LaunchGraph(graph, replay), IsOk());
   ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
   sim_.CompleteAllWork();
@@ -237,9 +243,10 @@ TEST(SimUserObjectTest, DestructorWaitsForTheGraphAndItsLaunches) {
   sim.SubmitWork(*stream, absl::InfiniteDuration());
   absl::StatusOr<SimGraph> graph = sim.EndCaptureToGraph(*stream);
   ASSERT_THAT(graph, IsOk());
-  ASSERT_THAT(sim.InstantiateGraph(*graph), IsOk());
   ASSERT_THAT(sim.RetainUserObjectByGraph(0, NativeGraphOf(*graph), *object),
               IsOk());
+  // Instantiated after the retain: the executable graph copies it.
+  ASSERT_THAT(sim.InstantiateGraph(*graph), IsOk());
   // The caller's reference moved: it has none left to release.
   ASSERT_THAT(sim.LaunchGraph(*graph, *stream), IsOk());
   ASSERT_THAT(sim.DestroyGraph(*graph), IsOk());

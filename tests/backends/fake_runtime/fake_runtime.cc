@@ -7,7 +7,8 @@
 // through the dynamic loader, with no GPU and no vendor library. Built with
 // GPUPOOL_FAKE_OMIT_WAIT_EVENT it lacks one entry point (a "too old" runtime);
 // built with GPUPOOL_FAKE_OMIT_OPTIONAL it lacks every optional one (capture
-// info, the L2 window attributes, CU masks, IPC): a runtime still pooled.
+// info, the L2 window attributes, CU masks, IPC, graph user objects): a
+// runtime still pooled.
 //
 // Single-threaded use only (the tests drive it from one thread), except the
 // capture mode, which is per thread as in the real runtimes.
@@ -45,7 +46,25 @@ struct FakeStream {
 struct FakeEvent {
   int device;
 };
-struct FakeGraph {};
+struct FakeUserObject {
+  void* data;
+  void (*destroy)(void*);
+  unsigned refs;
+};
+// The references a graph holds, one entry per reference.
+struct FakeGraph {
+  FakeUserObject* held[8] = {};
+  int count = 0;
+};
+
+void Unref(FakeUserObject* object, unsigned count) {
+  object->refs -= count;
+  if (object->refs != 0) return;
+  object->destroy(object->data);
+  ++S().user_object_destructors_run;
+  --S().live_user_objects;
+  delete object;
+}
 
 thread_local int capture_mode = gpupool_fake::kModeGlobal;
 
@@ -227,7 +246,11 @@ FAKE_API int FAKE(StreamEndCapture)(void* /*stream*/, void** graph) {
   return Count(S().end_capture_error);
 }
 FAKE_API int FAKE(GraphDestroy)(void* graph) {
-  delete static_cast<FakeGraph*>(graph);
+  auto* fake = static_cast<FakeGraph*>(graph);
+  for (int i = 0; fake != nullptr && i < fake->count; ++i) {
+    Unref(fake->held[i], 1);
+  }
+  delete fake;
   --S().live_graphs;
   return Count(gpupool_fake::kSuccess);
 }
@@ -352,4 +375,43 @@ FAKE_API int FAKE(IpcCloseMemHandle)(void* ptr) {
   ++S().ipc_closes;
   return Count(gpupool_fake::kSuccess);
 }
+#endif  // GPUPOOL_FAKE_OMIT_OPTIONAL
+
+// --- Graph user objects ------------------------------------------------------
+
+#ifndef GPUPOOL_FAKE_OMIT_OPTIONAL
+
+FAKE_API int FAKE(UserObjectCreate)(void** object, void* data,
+                                    void (*destroy)(void*), unsigned refs,
+                                    unsigned flags) {
+  S().last_user_object_flags = flags;
+  if (destroy == nullptr || refs == 0 || flags != 1) {
+    return Count(gpupool_fake::kInvalidValue);
+  }
+  *object = new FakeUserObject{data, destroy, refs};
+  ++S().live_user_objects;
+  return Count(gpupool_fake::kSuccess);
+}
+FAKE_API int FAKE(GraphRetainUserObject)(void* graph, void* object,
+                                         unsigned count, unsigned flags) {
+  S().last_retain_flags = flags;
+  auto* fake = static_cast<FakeGraph*>(graph);
+  if (fake == nullptr || object == nullptr || count != 1 || fake->count == 8) {
+    return Count(gpupool_fake::kInvalidValue);
+  }
+  auto* user_object = static_cast<FakeUserObject*>(object);
+  fake->held[fake->count++] = user_object;
+  // cudaGraphUserObjectMove takes the caller's reference; 0 adds one.
+  if ((flags & 1) == 0) user_object->refs += count;
+  return Count(gpupool_fake::kSuccess);
+}
+FAKE_API int FAKE(UserObjectRelease)(void* object, unsigned count) {
+  auto* user_object = static_cast<FakeUserObject*>(object);
+  if (user_object == nullptr || count == 0 || count > user_object->refs) {
+    return Count(gpupool_fake::kInvalidValue);
+  }
+  Unref(user_object, count);
+  return Count(gpupool_fake::kSuccess);
+}
+
 #endif  // GPUPOOL_FAKE_OMIT_OPTIONAL

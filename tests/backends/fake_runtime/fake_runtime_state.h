@@ -83,6 +83,14 @@ struct State {
   int ipc_opens = 0;
   int ipc_closes = 0;
   unsigned last_ipc_open_flags = 0;
+
+  // Graph user objects: a reference count each; a graph's references drop
+  // when the graph is destroyed (the fake has no launches), and the
+  // destructor runs at once when the count reaches 0.
+  int live_user_objects = 0;
+  int user_object_destructors_run = 0;
+  unsigned last_user_object_flags = 0;
+  unsigned last_retain_flags = 0;
 };
 
 inline constexpr unsigned char kIpcMagic = 0xA7;

@@ -206,6 +206,53 @@ TEST_F(BackendLoaderTest, StreamPrimitivesReachTheRuntime) {
   EXPECT_EQ(fake.live_streams, 0);
 }
 
+// The destructor the user-object tests hand over: counts, calls nothing.
+void CountDestroyed(void* data) { ++*static_cast<int*>(data); }
+
+TEST_F(BackendLoaderTest, UserObjectsReachTheRuntimeAndGraphsReleaseThem) {
+  gpupool_fake::State& fake = Fake();
+  int destroyed = 0;
+  absl::StatusOr<NativeUserObject> object =
+      backend_->CreateUserObject(1, &CountDestroyed, &destroyed);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(fake.live_user_objects, 1);
+  EXPECT_EQ(fake.last_user_object_flags, Api::kUserObjectNoDestructorSync);
+  EXPECT_EQ(fake.current_device, 0);  // the caller's device restored
+
+  // A graph, as a capture ends: the backend moves its reference there.
+  fake.end_capture_yields_graph = true;
+  typename Api::Graph graph = nullptr;
+  ASSERT_EQ(Api::StreamEndCapture(nullptr, &graph), Api::kSuccess);
+  ASSERT_NE(graph, nullptr);
+  ASSERT_TRUE(backend_->RetainUserObjectByGraph(1, graph, *object).ok());
+  EXPECT_EQ(fake.last_retain_flags, Api::kGraphUserObjectMove);
+  EXPECT_EQ(destroyed, 0);
+  // The caller's reference moved: destroying the graph drops the last one.
+  ASSERT_EQ(Api::GraphDestroy(graph), Api::kSuccess);
+  EXPECT_EQ(destroyed, 1);
+  EXPECT_EQ(fake.live_user_objects, 0);
+
+  // Released by the caller instead.
+  absl::StatusOr<NativeUserObject> other =
+      backend_->CreateUserObject(0, &CountDestroyed, &destroyed);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(backend_->ReleaseUserObject(0, *other).ok());
+  EXPECT_EQ(destroyed, 2);
+  EXPECT_EQ(fake.live_user_objects, 0);
+
+  // Refused arguments never reach the runtime.
+  const int calls = fake.calls;
+  const absl::Status null_destroy =
+      backend_->CreateUserObject(0, nullptr, nullptr).status();
+  EXPECT_EQ(null_destroy.code(), Code::kInvalidArgument);
+  EXPECT_EQ(FaultOf(null_destroy), Fault::kCaller);
+  EXPECT_EQ(backend_->ReleaseUserObject(0, nullptr).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(backend_->ReleaseUserObject(9, &destroyed).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(fake.calls, calls);
+}
+
 TEST_F(BackendLoaderTest, EventAndMemoryPrimitivesReachTheRuntime) {
   gpupool_fake::State& fake = Fake();
   absl::StatusOr<NativeStream> stream = backend_->CreateStream(0, {});
@@ -454,7 +501,13 @@ std::string CheckWithoutOptionalEntryPoints() {
                 Name("IpcGetMemHandle")),
         missing(backend.CloseIpcHandle(0, &local), Name("IpcCloseMemHandle")),
         missing(backend.GetCaptureInfo(0, stream->get()).status(),
-                Name("StreamGetCaptureInfo"))}) {
+                Name("StreamGetCaptureInfo")),
+        missing(backend.CreateUserObject(0, &CountDestroyed, &local).status(),
+                Name("UserObjectCreate")),
+        missing(backend.RetainUserObjectByGraph(0, &local, &local),
+                Name("GraphRetainUserObject")),
+        missing(backend.ReleaseUserObject(0, &local),
+                Name("UserObjectRelease"))}) {
     if (!error.empty()) return error;
   }
   if (!backend.Free(0, *memory, MemoryKind::kDevice).ok()) return "free";

@@ -49,6 +49,12 @@ struct FakeEvent {
   int device;
 };
 struct FakeGraph {};
+// A user object: the reference count and destructor the fake keeps.
+struct FakeUserObject {
+  int refs;
+  void (*destroy)(void*);
+  void* data;
+};
 
 enum FakeError {
   kFakeSuccess = 0,
@@ -91,8 +97,9 @@ struct FakeRuntime {
   static inline int max_window_bytes = 0;
   // Per optional feature (runtime_features.h), the entry point the fake
   // runtime lacks; null when it has them all.
-  static inline const char* missing[static_cast<int>(Feature::kCuMask) + 1] =
-      {};
+  static inline const char*
+      missing[static_cast<int>(Feature::kUserObjects) + 1] = {};
+  static inline FakeError user_object_error = kFakeSuccess;
 
   // What the runtime observed.
   static inline int streams_created = 0;
@@ -109,6 +116,7 @@ struct FakeRuntime {
   static inline FakeCaptureMode mode_at_last_create_or_destroy = kFakeGlobal;
   static inline unsigned last_flags = 0;
   static inline int last_priority = 0;
+  static inline int user_object_calls = 0;
 
   static void Reset() {
     device_count = 2;
@@ -139,6 +147,8 @@ struct FakeRuntime {
     mode_at_last_create_or_destroy = kFakeGlobal;
     last_flags = 0;
     last_priority = 0;
+    user_object_error = kFakeSuccess;
+    user_object_calls = 0;
   }
 };
 
@@ -388,6 +398,39 @@ struct FakeApi {
     if (address < 4096) return kFakeInvalidValue;
     *base = reinterpret_cast<void*>(address & ~uintptr_t{4095});
     *bytes = 4096;
+    return kSuccess;
+  }
+
+  // Graph user objects: counted references; the "graph" is only checked.
+  using UserObject = FakeUserObject*;
+  static constexpr unsigned kUserObjectNoDestructorSync = 1;
+  static constexpr unsigned kGraphUserObjectMove = 1;
+  static Error UserObjectCall(unsigned flags) {
+    ++R::user_object_calls;
+    R::device_at_last_call = R::current_device;
+    R::mode_at_last_create_or_destroy = R::mode;
+    R::last_flags = flags;
+    return R::user_object_error;
+  }
+  static Error UserObjectCreate(UserObject* object, void* data,
+                                void (*destroy)(void*), unsigned refs,
+                                unsigned flags) {
+    if (Error error = UserObjectCall(flags); error != kSuccess) return error;
+    *object = new FakeUserObject{static_cast<int>(refs), destroy, data};
+    return kSuccess;
+  }
+  static Error GraphRetainUserObject(Graph, UserObject, unsigned count,
+                                     unsigned flags) {
+    EXPECT_EQ(count, 1u);
+    return UserObjectCall(flags);
+  }
+  static Error UserObjectRelease(UserObject object, unsigned count) {
+    if (Error error = UserObjectCall(0); error != kSuccess) return error;
+    object->refs -= static_cast<int>(count);
+    if (object->refs == 0) {
+      object->destroy(object->data);
+      delete object;
+    }
     return kSuccess;
   }
 };
@@ -1062,6 +1105,83 @@ TEST_F(RuntimeTemplateTest, WithoutWindowEntryPointsNoResetIsAsked) {
   ExpectPoolingWorks(*backend_);
   EXPECT_EQ(FakeRuntime::windows_cleared, 0);
   EXPECT_EQ(FakeRuntime::attribute_queries, 0);
+}
+
+// --- Graph user objects ----------------------------------------------------
+
+void CountDestroyed(void* data) { ++*static_cast<int*>(data); }
+
+TEST_F(RuntimeTemplateTest, UserObjectCallsRunOnTheirDeviceInRelaxedMode) {
+  int destroyed = 0;
+  absl::StatusOr<NativeUserObject> object =
+      backend_->CreateUserObject(1, &CountDestroyed, &destroyed);
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(FakeRuntime::device_at_last_call, 1);
+  EXPECT_EQ(FakeRuntime::mode_at_last_create_or_destroy, kFakeRelaxed);
+  EXPECT_EQ(FakeRuntime::last_flags, FakeApi::kUserObjectNoDestructorSync);
+  EXPECT_EQ(FakeRuntime::current_device, 0);  // restored
+  EXPECT_EQ(FakeRuntime::mode, kFakeGlobal);  // restored
+
+  FakeGraph graph;
+  EXPECT_TRUE(backend_->RetainUserObjectByGraph(1, &graph, *object).ok());
+  EXPECT_EQ(FakeRuntime::last_flags, FakeApi::kGraphUserObjectMove);
+  EXPECT_EQ(FakeRuntime::device_at_last_call, 1);
+  // The fake's graph took no reference; release the caller's own.
+  EXPECT_TRUE(backend_->ReleaseUserObject(1, *object).ok());
+  EXPECT_EQ(destroyed, 1);
+}
+
+TEST_F(RuntimeTemplateTest, UserObjectErrorsGoThroughTheChokePoint) {
+  int destroyed = 0;
+  FakeRuntime::user_object_error = kFakeInvalidValue;
+  absl::StatusOr<NativeUserObject> refused =
+      backend_->CreateUserObject(0, &CountDestroyed, &destroyed);
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(FaultOf(refused.status()), Fault::kCaller);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("fakeUserObjectCreate"));
+  FakeRuntime::user_object_error = kFakeIllegalAddress;
+  FakeUserObject object{1, &CountDestroyed, &destroyed};
+  FakeGraph graph;
+  const absl::Status sticky =
+      backend_->RetainUserObjectByGraph(0, &graph, &object);
+  EXPECT_EQ(FaultOf(sticky), Fault::kDevice);
+  EXPECT_THAT(std::string(sticky.message()),
+              HasSubstr("fakeGraphRetainUserObject"));
+  EXPECT_EQ(FaultOf(backend_->ReleaseUserObject(0, &object)), Fault::kDevice);
+  EXPECT_EQ(destroyed, 0);
+  // Refused before the runtime: a bad device, a null destructor or handle.
+  const int calls = FakeRuntime::user_object_calls;
+  EXPECT_EQ(
+      backend_->CreateUserObject(2, &CountDestroyed, nullptr).status().code(),
+      Code::kInvalidArgument);
+  EXPECT_EQ(FaultOf(backend_->CreateUserObject(0, nullptr, nullptr).status()),
+            Fault::kCaller);
+  EXPECT_EQ(backend_->RetainUserObjectByGraph(0, nullptr, &object).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(backend_->ReleaseUserObject(0, nullptr).code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(FakeRuntime::user_object_calls, calls);
+}
+
+TEST_F(RuntimeTemplateTest, WithoutUserObjectEntryPointsOnlyTheyAreRefused) {
+  SetMissing(Feature::kUserObjects,
+             "fakeUserObjectCreate, fakeGraphRetainUserObject, "
+             "fakeUserObjectRelease");
+  int destroyed = 0;
+  FakeUserObject object{1, &CountDestroyed, &destroyed};
+  FakeGraph graph;
+  ExpectMissing(
+      backend_->CreateUserObject(0, &CountDestroyed, &destroyed).status(),
+      "fakeUserObjectCreate");
+  ExpectMissing(backend_->RetainUserObjectByGraph(0, &graph, &object),
+                "fakeGraphRetainUserObject");
+  ExpectMissing(backend_->ReleaseUserObject(0, &object),
+                "fakeUserObjectRelease");
+  EXPECT_EQ(FakeRuntime::user_object_calls, 0);
+  EXPECT_EQ(FakeRuntime::set_device_calls, 0);  // nothing called at all
+  EXPECT_EQ(destroyed, 0);
+  ExpectPoolingWorks(*backend_);
 }
 
 TEST(RuntimeTemplateCuMaskTest, WithoutTheCuMaskEntryPointOnlyMasksAreRefused) {
