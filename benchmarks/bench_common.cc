@@ -103,8 +103,7 @@ void SetCallsPerCycle(benchmark::State& state, Backend& backend,
 
 bool Check(benchmark::State& state, const absl::Status& status) {
   if (status.ok()) return true;
-  state.SkipWithError(
-      status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+  state.SkipWithError(status.ToString().c_str());
   return false;
 }
 
@@ -162,21 +161,15 @@ int RunBenchmarkMain(int argc, char** argv, RegisterFn register_suite) {
       MakeBenchBackend(backend_name, profile_name);
   if (!backend.ok()) {
     std::fprintf(stderr, "gpupool bench: --backend=%s unusable: %s\n",
-                 backend_name.c_str(),
-                 backend.status()
-                     .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                     .c_str());
+                 backend_name.c_str(), backend.status().ToString().c_str());
     return 2;
   }
   absl::StatusOr<int> devices = (*backend)->DeviceCount();
   if (!devices.ok() || *devices <= 0) {
-    std::fprintf(stderr, "gpupool bench: --backend=%s has no device: %s\n",
-                 backend_name.c_str(),
-                 devices.ok()
-                     ? "0 devices"
-                     : devices.status()
-                           .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                           .c_str());
+    std::fprintf(
+        stderr, "gpupool bench: --backend=%s has no device: %s\n",
+        backend_name.c_str(),
+        devices.ok() ? "0 devices" : devices.status().ToString().c_str());
     return 2;
   }
 

@@ -378,9 +378,7 @@ int Main() {
       ChooseTargets(absl::GetFlag(FLAGS_backend), quick);
   if (!targets.ok()) {
     std::fprintf(stderr, "gpupool_demo: %s\n",
-                 targets.status()
-                     .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                     .c_str());
+                 targets.status().ToString().c_str());
     return 2;
   }
   std::vector<Row> rows;
@@ -397,9 +395,7 @@ int Main() {
     if (!row.ok()) {
       std::fprintf(stderr, "gpupool_demo: %s: %s\n",
                    target.backend_name.c_str(),
-                   row.status()
-                       .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                       .c_str());
+                   row.status().ToString().c_str());
       return 1;
     }
     rows.push_back(*std::move(row));
@@ -407,9 +403,7 @@ int Main() {
   PrintTable(rows);
   absl::Status written = WriteResults(rows, absl::GetFlag(FLAGS_out_dir));
   if (!written.ok()) {
-    std::fprintf(
-        stderr, "gpupool_demo: %s\n",
-        written.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+    std::fprintf(stderr, "gpupool_demo: %s\n", written.ToString().c_str());
     return 1;
   }
   return 0;

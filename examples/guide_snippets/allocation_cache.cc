@@ -35,9 +35,7 @@ int main() {
     absl::Status status = StepWithScratch(**pools, /*device=*/0, compute->get(),
                                           copy->get(), size_t{3} << 20);
     if (!status.ok()) {
-      std::fprintf(
-          stderr, "%s\n",
-          status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+      std::fprintf(stderr, "%s\n", status.ToString().c_str());
       return 1;
     }
   }

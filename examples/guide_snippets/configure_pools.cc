@@ -28,10 +28,7 @@ int main() {
   absl::StatusOr<std::unique_ptr<gpupool::Pools>> pools =
       MakeConfiguredPools(std::make_unique<gpupool::SimBackend>());
   if (!pools.ok()) {
-    std::fprintf(stderr, "%s\n",
-                 pools.status()
-                     .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                     .c_str());
+    std::fprintf(stderr, "%s\n", pools.status().ToString().c_str());
     return 1;
   }
   // A typo is an error naming the token, never a crash or a silent default.
@@ -39,9 +36,7 @@ int main() {
       gpupool::ParsePoolsConfig("max_idle_per_key=32,max_cached_bytes=2GB!");
   std::printf("idle streams after prewarm: %lld\nbad config: %s\n",
               static_cast<long long>((*pools)->streams().GetStats().idle),
-              bad.status()
-                  .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                  .c_str());
+              bad.status().ToString().c_str());
   return (*pools)->streams().GetStats().idle == 14 &&
                  absl::IsInvalidArgument(bad.status())
              ? 0

@@ -30,9 +30,7 @@ int main() {
   for (int step = 0; step < 100; ++step) {
     absl::Status status = RunStep(/*device=*/0);
     if (!status.ok()) {
-      std::fprintf(
-          stderr, "quick_start: %s\n",
-          status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+      std::fprintf(stderr, "quick_start: %s\n", status.ToString().c_str());
       return 1;
     }
   }

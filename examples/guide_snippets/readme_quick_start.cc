@@ -34,18 +34,13 @@ absl::Status RunStep(gpupool::Pools& pools, int device) {
 int main() {
   absl::StatusOr<gpupool::Pools*> pools = gpupool::ProcessPools();
   if (!pools.ok()) {  // no GPU and GPUPOOL_BACKEND unset, for instance
-    std::fprintf(stderr, "%s\n",
-                 pools.status()
-                     .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                     .c_str());
+    std::fprintf(stderr, "%s\n", pools.status().ToString().c_str());
     return 1;
   }
   for (int step = 0; step < 100; ++step) {
     absl::Status status = RunStep(**pools, /*device=*/0);
     if (!status.ok()) {
-      std::fprintf(
-          stderr, "step %d: %s\n", step,
-          status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+      std::fprintf(stderr, "step %d: %s\n", step, status.ToString().c_str());
       return 1;
     }
   }

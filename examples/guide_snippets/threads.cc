@@ -55,9 +55,7 @@ int main() {
   absl::Status status = LeaseFromManyThreads(**pools, 4);
   if (status.ok()) status = HandOffALease(**pools);
   if (!status.ok()) {
-    std::fprintf(
-        stderr, "%s\n",
-        status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+    std::fprintf(stderr, "%s\n", status.ToString().c_str());
     return 1;
   }
   const gpupool::StreamPoolStats stats = (*pools)->streams().GetStats();

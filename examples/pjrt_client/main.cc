@@ -39,9 +39,8 @@ absl::StatusOr<absl::Duration> RunLifecycles(
 }
 
 int Fail(const char* what, const absl::Status& status) {
-  std::fprintf(
-      stderr, "pjrt_client_example: %s: %s\n", what,
-      status.ToString(absl::StatusToStringMode::kWithNoExtraData).c_str());
+  std::fprintf(stderr, "pjrt_client_example: %s: %s\n", what,
+               status.ToString().c_str());
   return 1;
 }
 

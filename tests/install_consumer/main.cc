@@ -34,9 +34,7 @@ int main() {
     absl::StatusOr<gpupool::PooledStream> stream = pool.Acquire(0);
     if (!stream.ok()) {
       std::fprintf(stderr, "acquire failed: %s\n",
-                   stream.status()
-                       .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                       .c_str());
+                   stream.status().ToString().c_str());
       return 1;
     }
   }
@@ -47,9 +45,7 @@ int main() {
   absl::StatusOr<gpupool::Pools*> pools = gpupool::ProcessPools();
   if (!pools.ok()) {
     std::fprintf(stderr, "ProcessPools: %s\n",
-                 pools.status()
-                     .ToString(absl::StatusToStringMode::kWithNoExtraData)
-                     .c_str());
+                 pools.status().ToString().c_str());
     return 3;
   }
   if ((*pools)->backend().name() != "sim") return 4;
