@@ -117,6 +117,17 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // than added to. Negative: never (Trim, the cap and the OOM chain alone
   // give memory back). GPUPOOL_CONF key `give_back_above_percent`.
   int give_back_above_percent = 25;
+  // How memory is cut (chosen by replaying the shipped allocation traces;
+  // the results page has the figures). A free block larger than 1 MiB
+  // serves only requests of at least 1/max_split_ratio of its size, so that
+  // a large block is not shredded for small requests (they get segments of
+  // their own); 0: any request that fits. Requests above
+  // large_rounding_from_bytes are leased (and new segments made) in
+  // multiples of large_granule_bytes (rounded up to a multiple of 512)
+  // rather than their size class.
+  size_t max_split_ratio = 8;
+  size_t large_rounding_from_bytes = size_t{8} << 20;
+  size_t large_granule_bytes = size_t{2} << 20;
   // Requests above this size are never cached: allocated exactly and freed on
   // release. Values above 2^62 are clamped to 2^62.
   size_t max_cached_block_bytes = size_t{1} << 30;

@@ -31,6 +31,10 @@ AllocationCacheOptions Sanitize(AllocationCacheOptions options) {
       std::min(options.max_cached_block_bytes, kMaxSizeClassBytes);
   options.pending_checks_per_allocate =
       std::max(options.pending_checks_per_allocate, 0);
+  // A granule is a multiple of 512 bytes (block sizes are multiples of 128,
+  // segments of the granule).
+  options.large_granule_bytes =
+      std::max<size_t>(512, (options.large_granule_bytes + 511) / 512 * 512);
   return options;
 }
 
@@ -60,11 +64,13 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
   }
   record_lease_times_ =
       options_.record_lease_times || options_.trace_capacity > 0;
+  rounding_ = {options_.large_rounding_from_bytes,
+               options_.large_granule_bytes};
   for (int device = 0; device < devices; ++device) {
     for (MemoryKind kind : kKinds) {
       shards_.push_back(std::make_unique<AllocationShard>(
-          device, kind, classes, options_.max_cached_bytes,
-          &device_cached_bytes_[device].value));
+          device, kind, classes, options_.max_split_ratio,
+          options_.max_cached_bytes, &device_cached_bytes_[device].value));
     }
   }
 }
@@ -193,7 +199,10 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
                      static_cast<int>(kind)));
   }
   AllocationShard& shard = Shard(device, kind);
-  LeaseRequest request{bytes, stream, where};
+  LeaseRequest request;
+  request.bytes = bytes;
+  request.stream = stream;
+  request.where = where;
   if (ABSL_PREDICT_FALSE(record_lease_times_)) {
     request.leased_unix_ns = absl::GetCurrentTimeNanos();
   }
@@ -225,7 +234,8 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   if (bytes > options_.max_cached_block_bytes) {
     return AllocateUncached(shard, request);
   }
-  const size_t rounded = LeaseBytes(bytes);
+  const size_t rounded = LeaseBytes(bytes, rounding_);
+  request.lease_bytes = rounded;
 
   // 1. Same stream (safe at once in stream order), else a ready block, else
   //    a few of the oldest pending blocks to check outside the lock.

@@ -30,6 +30,7 @@
 #include "src/allocation/block.h"
 #include "src/allocation/hooks.h"
 #include "src/allocation/shard.h"
+#include "src/allocation/size_classes.h"
 #include "src/allocation/stream_fence.h"
 #include "src/allocation/trace_ring.h"
 #include "src/lifetime/cache_line_allocator.h"
@@ -287,6 +288,8 @@ class AllocationCacheCore
   std::unique_ptr<TraceRing> trace_;
   // options_.record_lease_times, or the trace is on. Fixed at construction.
   bool record_lease_times_ = false;
+  // options_' large_rounding_from_bytes and large_granule_bytes.
+  LargeRounding rounding_;
 
   // The hooks (hooks.h): null until installed, then fixed. Read lock-free;
   // installed and owned under hooks_mu_.

@@ -52,8 +52,9 @@ int ClassBitmap::FindAtOrAbove(int size_class) const {
   return word * 64 + LowestBit(words_[word]);
 }
 
-FreeIndex::FreeIndex(int size_class_count)
-    : bins_(static_cast<size_t>(
+FreeIndex::FreeIndex(int size_class_count, size_t max_split_ratio)
+    : max_split_ratio_(max_split_ratio),
+      bins_(static_cast<size_t>(
           std::min(std::max(size_class_count, 1), ClassBitmap::kMaxClasses))) {}
 
 void FreeIndex::Insert(AllocationBlock* block, bool oldest) {
@@ -160,17 +161,17 @@ AllocationBlock* FreeIndex::FindUsableAtOnce(size_t bytes,
                                              NativeStream stream) const {
   const Classes classes(bytes);
   if (stream != nullptr) {
-    if (AllocationBlock* block =
-            ServingOrNull(FindSameStream(bytes, classes, stream), bytes)) {
+    if (AllocationBlock* block = ServingOrNull(
+            FindSameStream(bytes, classes, stream), bytes, max_split_ratio_)) {
       return block;
     }
     // The newest of a class on the stream may be too small where the
     // oldest pending one that fits is the stream's too.
-    AllocationBlock* oldest =
-        ServingOrNull(FindOldestPending(bytes, classes), bytes);
+    AllocationBlock* oldest = ServingOrNull(FindOldestPending(bytes, classes),
+                                            bytes, max_split_ratio_);
     if (oldest != nullptr && oldest->release_stream == stream) return oldest;
   }
-  return ServingOrNull(FindReady(bytes, classes), bytes);
+  return ServingOrNull(FindReady(bytes, classes), bytes, max_split_ratio_);
 }
 
 AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {

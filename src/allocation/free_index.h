@@ -53,11 +53,13 @@ class ClassBitmap {
 
 class FreeIndex {
  public:
-  explicit FreeIndex(int size_class_count);
+  // `max_split_ratio`: the split policy (segment.h, ServingOrNull).
+  FreeIndex(int size_class_count, size_t max_split_ratio);
   FreeIndex(const FreeIndex&) = delete;
   FreeIndex& operator=(const FreeIndex&) = delete;
 
   int size_class_count() const { return static_cast<int>(bins_.size()); }
+  size_t max_split_ratio() const { return max_split_ratio_; }
 
   // Lists `block` under its size_class (FloorSizeClass of its size, kept so
   // by whoever sizes a block): ready when it has
@@ -156,6 +158,7 @@ class FreeIndex {
   AllocationBlock* FindReady(size_t bytes, Classes classes) const;
   AllocationBlock* FindOldestPending(size_t bytes, Classes classes) const;
 
+  const size_t max_split_ratio_;
   std::vector<Bin> bins_;
   ClassBitmap ready_classes_;
   ClassBitmap pending_classes_;

@@ -8,10 +8,11 @@
 
 namespace gpupool::internal {
 
-AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes) {
+AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes,
+                               size_t max_split_ratio) {
   if (block == nullptr) return nullptr;
-  const bool fits =
-      block->size <= kSplitAnyBelow || block->size / kMaxSplitRatio <= bytes;
+  const bool fits = block->size <= kSplitAnyBelow || max_split_ratio == 0 ||
+                    block->size / max_split_ratio <= bytes;
   return fits ? block : nullptr;
 }
 

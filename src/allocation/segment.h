@@ -17,11 +17,11 @@ namespace gpupool::internal {
 // The bounded remainder policy. A block is split only when the rest is at
 // least kMinSplitRemainder bytes (smaller rests stay with the lease), and a
 // block larger than kSplitAnyBelow serves only requests of at least
-// 1 / kMaxSplitRatio of its size, so that a large free block is not shredded
-// for small requests (they get segments of their own).
+// 1 / max_split_ratio of its size (AllocationCacheOptions::max_split_ratio;
+// 0: any), so that a large free block is not shredded for small requests
+// (they get segments of their own).
 inline constexpr size_t kMinSplitRemainder = 512;
 inline constexpr size_t kSplitAnyBelow = size_t{1} << 20;
-inline constexpr size_t kMaxSplitRatio = 8;
 // A merge that would leave a block with more events than this is not made
 // (the blocks stay side by side): a fence stays a handful of events.
 inline constexpr size_t kMaxFenceEvents = 4;
@@ -63,9 +63,10 @@ inline bool IsWholeSegment(const AllocationBlock* block) {
   return block->prev_in_segment == nullptr && block->next_in_segment == nullptr;
 }
 
-// `block` when the policy lets it serve a request of `bytes` (a class size),
-// else nullptr (also for nullptr).
-AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes);
+// `block` when the policy (`max_split_ratio`) lets it serve a request of
+// `bytes` (a class size), else nullptr (also for nullptr).
+AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes,
+                               size_t max_split_ratio);
 
 // Cuts `block` to `bytes` when the rest is at least kMinSplitRemainder and
 // returns the rest, a new block just above it in its segment (nullptr: not

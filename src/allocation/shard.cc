@@ -15,13 +15,14 @@
 
 namespace gpupool::internal {
 AllocationShard::AllocationShard(int device, MemoryKind kind,
-                                 int size_class_count, size_t max_cached_bytes,
+                                 int size_class_count, size_t max_split_ratio,
+                                 size_t max_cached_bytes,
                                  std::atomic<size_t>* device_cached_bytes)
     : device_(device),
       kind_(kind),
       max_cached_bytes_(max_cached_bytes),
       device_cached_bytes_(device_cached_bytes),
-      index_(size_class_count) {}
+      index_(size_class_count, max_split_ratio) {}
 
 // No lock: nothing else references a shard being destroyed, and in a fork()
 // child the lock may be held forever by a thread that no longer exists.
@@ -89,7 +90,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
   if (chosen != nullptr) {
     // Waited on: the rest stays fenced by the events. Queried complete: the
     // rest is ready and the lease keeps them as spares.
-    SplitLocked(chosen, LeaseBytes(request.bytes),
+    SplitLocked(chosen, request.lease_bytes,
                 /*rest_takes_events=*/waited);
     ++stats_.hits;
     if (waited) ++stats_.cross_stream_waits;
@@ -263,8 +264,8 @@ void AllocationShard::RemoveCachedLocked(AllocationBlock* block) {
 }
 
 AllocationBlock* AllocationShard::TakeOldestPendingLocked(size_t bytes) {
-  AllocationBlock* block =
-      ServingOrNull(index_.FindOldestPending(bytes), bytes);
+  AllocationBlock* block = ServingOrNull(index_.FindOldestPending(bytes), bytes,
+                                         index_.max_split_ratio());
   if (block != nullptr) RemoveCachedLocked(block);
   return block;
 }

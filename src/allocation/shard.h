@@ -57,6 +57,7 @@ using BlockVector = std::vector<AllocationBlock*>;
 // What a lease asks for.
 struct LeaseRequest {
   size_t bytes = 0;
+  size_t lease_bytes = 0;  // `bytes` rounded (LeaseBytes): what a block gets
   NativeStream stream = nullptr;
   SourceLocation where;
   // Wall-clock nanoseconds at Allocate (AllocationCacheOptions::
@@ -89,7 +90,7 @@ class alignas(kCacheLine) AllocationShard {
   // `device_cached_bytes` counts cached bytes of the device over all its
   // shards (the max_cached_bytes cap is per device); it must outlive us.
   AllocationShard(int device, MemoryKind kind, int size_class_count,
-                  size_t max_cached_bytes,
+                  size_t max_split_ratio, size_t max_cached_bytes,
                   std::atomic<size_t>* device_cached_bytes);
   // Deletes the host-side records of blocks still listed (never frees
   // memory: the cache handed those to the runtime first, or they are leaked).

@@ -77,17 +77,21 @@ inline int FloorSizeClass(size_t bytes) {
   return SizeClassBytes(up) == bytes ? up : up - 1;
 }
 
-// Requests above kLargeRoundingFrom are leased in multiples of kLargeGranule
-// rather than their class size: less than 2 MiB of waste where the class
-// could waste up to a quarter (a 650 MiB request would take 768 MiB). Their
-// segments have that size too; the free index still files them by class.
-inline constexpr size_t kLargeRoundingFrom = size_t{8} << 20;
-inline constexpr size_t kLargeGranule = size_t{2} << 20;
+// Requests above `large_from` bytes are leased in multiples of `granule`
+// rather than their class size: less than a granule of waste where the
+// class could waste up to a quarter (a 650 MiB request would take 768 MiB).
+// Their segments have that size too; the free index still files them by
+// class. AllocationCacheOptions::large_rounding_from_bytes and
+// large_granule_bytes; the defaults below.
+struct LargeRounding {
+  size_t large_from = size_t{8} << 20;
+  size_t granule = size_t{2} << 20;  // a multiple of 512
+};
 
 // Bytes a request of `bytes` is leased with (and a new segment for it has).
-inline size_t LeaseBytes(size_t bytes) {
-  if (bytes <= kLargeRoundingFrom) return RoundUpToSizeClass(bytes);
-  return (bytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
+inline size_t LeaseBytes(size_t bytes, const LargeRounding& rounding = {}) {
+  if (bytes <= rounding.large_from) return RoundUpToSizeClass(bytes);
+  return (bytes + rounding.granule - 1) / rounding.granule * rounding.granule;
 }
 
 // Number of classes needed for every size up to `max_bytes` (clamped to

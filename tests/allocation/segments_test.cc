@@ -333,6 +333,52 @@ TEST_F(AllocationCacheSimTest, OutOfMemoryFreesOnlyWhatTheRequestNeeds) {
   EXPECT_EQ(cache->GetStats().runtime_allocations, 5);
 }
 
+// The split policy and the large-request rounding are options: by default
+// a 16 MiB free block does not serve a 1 MiB request (a segment of its own
+// does), with max_split_ratio = 0 it does; requests above
+// large_rounding_from_bytes are leased in multiples of large_granule_bytes.
+TEST_F(AllocationCacheSimTest, SplitPolicyAndLargeRoundingAreOptions) {
+  NativeStream stream = NewStream();
+  for (const size_t ratio : {size_t{8}, size_t{0}}) {
+    AllocationCacheOptions options;
+    options.max_split_ratio = ratio;
+    auto cache = NewCache(options);
+    uintptr_t base = 0;
+    {
+      absl::StatusOr<PooledAllocation> large =
+          cache->Allocate(0, 16 * kMiB, MemoryKind::kDevice, stream);
+      ASSERT_THAT(large, IsOk());
+      base = Address(*large);
+    }
+    absl::StatusOr<PooledAllocation> small =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(small, IsOk());
+    const AllocationCacheStats stats = cache->GetStats();
+    if (ratio == 0) {
+      EXPECT_EQ(Address(*small), base);
+      EXPECT_EQ(stats.runtime_allocations, 1);
+    } else {
+      EXPECT_NE(Address(*small), base);
+      EXPECT_EQ(stats.runtime_allocations, 2);
+    }
+  }
+  {
+    auto cache = NewCache();
+    absl::StatusOr<PooledAllocation> rounded =
+        cache->Allocate(0, 9 * kMiB + 1, MemoryKind::kDevice, stream);
+    ASSERT_THAT(rounded, IsOk());
+    EXPECT_EQ(rounded->capacity(), 10 * kMiB);
+  }
+  AllocationCacheOptions coarse;
+  coarse.large_rounding_from_bytes = 4 * kMiB;
+  coarse.large_granule_bytes = 4 * kMiB;
+  auto cache = NewCache(coarse);
+  absl::StatusOr<PooledAllocation> rounded =
+      cache->Allocate(0, 9 * kMiB + 1, MemoryKind::kDevice, stream);
+  ASSERT_THAT(rounded, IsOk());
+  EXPECT_EQ(rounded->capacity(), 12 * kMiB);
+}
+
 // A part of a segment whose last use cannot be proven complete (its stream
 // failed) is leaked: the rest of the segment is still reused, but the
 // segment never goes back to the runtime — freeing it would free the leaked
