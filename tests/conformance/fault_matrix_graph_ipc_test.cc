@@ -7,8 +7,11 @@
 // a release with unregistered-capture detection; the ready events of
 // GraphPool::Release on the replay streams, and of a lease returned after
 // that release; the frees of pool blocks and held blocks when the cache
-// ends. Besides the usual invariants, no fault may invalidate the user's
-// capture, and the simulator's graph oracle must count no misuse.
+// ends; the user objects of GraphPool::RetainBy (create, retain by the
+// graph, and the release of an object the graph refused). Besides the usual
+// invariants, no fault may invalidate the user's capture, the simulator's
+// graph oracle must count no misuse, and a pool whose RetainBy failed stays
+// the handle's: Release gives its blocks back.
 //
 // IPC: StableBuffers::Export's GetIpcHandle, Import's OpenIpcHandle and the
 // three ways a mapping is closed (last lease of a superseded version, Trim, the
@@ -106,6 +109,38 @@ void ReplayedPool(Harness& h, bool release_lease) {
       !h.sim.LaunchGraph(h.graphs[0], h.stream(0)).ok()) {
     h.Error("setup: replay");
   }
+}
+
+// A graph pool holding the one free block a captured graph used; the graph
+// is not instantiated yet (RetainBy comes first).
+void CapturedPool(Harness& h) {
+  ScopeOnStream(h);
+  BeginCapture(h);
+  if (!AllocateCaptured(h).ok()) h.Error("setup: allocate in the capture");
+  h.held_allocations[0].Release();
+  EndCapture(h);
+  h.scopes[0].End();
+  if (h.graphs.empty()) h.Error("setup: no graph");
+}
+
+// RetainBy(graph) with a fault in one of its runtime calls; then, unless
+// the device died, the pool is still the handle's to Release.
+absl::Status RetainThenRelease(Harness& h) {
+  if (h.graphs.empty()) return absl::InternalError("setup: no graph");
+  const absl::Status status =
+      h.graph_pools[0].RetainBy(NativeGraphOf(h.graphs[0]));
+  if (status.ok()) h.Error("RetainBy succeeded through an injected fault");
+  if (!h.health->is_poisoned(kTarget)) {
+    if (absl::Status released = h.graph_pools[0].Release({h.stream(0)});
+        !released.ok()) {
+      h.Error(absl::StrCat("Release after a failed RetainBy: ",
+                           released.ToString()));
+    }
+    if (h.cache->GetStats().graph_pools_awaiting_graphs != 0) {
+      h.Error("a pool whose RetainBy failed awaits graphs");
+    }
+  }
+  return status;
 }
 
 // A block used on stream 0 and released while stream 0 captures for nobody's
@@ -333,6 +368,32 @@ std::vector<Scenario> GraphIpcScenarios() {
       close_cache,
       Silent(/*shutdown=*/kOneAllocation, /*other=*/kOneAllocation))
       .cache_options.detect_unregistered_captures = true;
+
+  // --- Graph-owned pools (GraphPool::RetainBy) -------------------------------
+  add(Path::kGraphRetain, SimOp::kUserObjectCreate,
+      "RetainBy creates the user object", CapturedPool, RetainThenRelease,
+      CacheCall());
+  // The graph refused the reference: RetainBy releases the object (its
+  // destructor runs) unless the device died.
+  add(Path::kGraphRetain, SimOp::kUserObjectRetain,
+      "RetainBy moves the reference into the graph", CapturedPool,
+      RetainThenRelease, CacheCall());
+  // The retain failed (a setup fault) and so does the release of the object
+  // the graph refused: the object keeps its reference (leaked, never
+  // destroyed twice); a sticky error there still poisons.
+  add(
+      Path::kGraphRetain, SimOp::kUserObjectRelease,
+      "RetainBy releases the object the graph refused",
+      [](Harness& h) {
+        CapturedPool(h);
+        h.InjectSetupFault(SimOp::kUserObjectRetain, Fault::kResource);
+      },
+      RetainThenRelease, [](Fault f) {
+        return Expectation{f == Fault::kDevice
+                               ? absl::StatusCode::kFailedPrecondition
+                               : InjectedCode(Fault::kResource),
+                           LeaksFor(f, kOneUserObject, kOneUserObject)};
+      });
 
   // --- IPC -------------------------------------------------------------------
   add(

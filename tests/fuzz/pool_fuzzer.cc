@@ -21,6 +21,12 @@
 //     oracle counts no misuse (a replay writing freed or foreign memory);
 //   * graph-pool and IPC stats agree with the model (pools not released;
 //     local imports, leases out, no mapping in one process);
+//   * graph-owned pools (GraphPool::RetainBy, then instantiate, launch,
+//     destroy template and exec in either order, drop the handle with or
+//     without Release): no block of a pool is handed to general work while
+//     its handle lives, or while a retaining graph, its executable graph or
+//     a launch of theirs is known to be alive; once all of them are gone, a
+//     Trim gives the pool back (graph_pools_awaiting_graphs);
 //   * an input that injected no fault leaks nothing.
 //
 // A violated invariant prints the reason and traps, so libFuzzer keeps the
@@ -87,12 +93,16 @@ const EventConfig kEventConfigs[] = {
 constexpr size_t kSizes[] = {
     1, 511, 512, 513, 4096, 5000, 65536, (1u << 20) + 1, 1u << 24, 1u << 30, 0};
 const SimOp kFailOps[] = {
-    SimOp::kStreamCreate,      SimOp::kStreamDestroy,   SimOp::kStreamQuery,
-    SimOp::kStreamSynchronize, SimOp::kCaptureStatus,   SimOp::kEndCapture,
-    SimOp::kResetAttributes,   SimOp::kStreamWaitEvent, SimOp::kEventCreate,
-    SimOp::kEventDestroy,      SimOp::kEventRecord,     SimOp::kEventQuery,
-    SimOp::kEventSynchronize,  SimOp::kAllocate,        SimOp::kFree,
-    SimOp::kMemoryInfo,        SimOp::kIpcGetHandle};
+    SimOp::kStreamCreate,      SimOp::kStreamDestroy,
+    SimOp::kStreamQuery,       SimOp::kStreamSynchronize,
+    SimOp::kCaptureStatus,     SimOp::kEndCapture,
+    SimOp::kResetAttributes,   SimOp::kStreamWaitEvent,
+    SimOp::kEventCreate,       SimOp::kEventDestroy,
+    SimOp::kEventRecord,       SimOp::kEventQuery,
+    SimOp::kEventSynchronize,  SimOp::kAllocate,
+    SimOp::kFree,              SimOp::kMemoryInfo,
+    SimOp::kIpcGetHandle,      SimOp::kUserObjectCreate,
+    SimOp::kUserObjectRetain,  SimOp::kUserObjectRelease};
 constexpr Fault kFaultClasses[] = {Fault::kResource, Fault::kDevice,
                                    Fault::kOutOfMemory, Fault::kShutdown,
                                    Fault::kCaller};
@@ -109,19 +119,45 @@ struct Stable {
   size_t capacity = 0;
 };
 
+// What the fuzzer did with one graph of a pool (absent: template live,
+// never instantiated).
+struct GraphFacts {
+  bool retains = false;       // GraphPool::RetainBy(graph) succeeded
+  bool instantiated = false;  // ever (RetainBy comes before, never after)
+  bool template_live = true;
+  bool exec_live = false;
+  bool exec_holds = false;  // instantiated after a RetainBy: holds the pool
+  std::vector<NativeStream> launch_streams;
+};
+
 // A graph pool and what the fuzzer did with it.
 struct GraphModel {
   GraphPool pool;
   CaptureScope scope;
   NativeStream capturing = nullptr;  // the open capture's stream, if any
-  std::vector<SimGraph> graphs;
+  std::vector<SimGraph> graphs;      // something of each still lives
   std::vector<NativeStream> replay_streams;  // graphs launched there
+  // Graph-owned pools: the pool's id and device (the handle may be gone),
+  // per-graph facts, device blocks its captures allocated, and the streams
+  // of launches of retaining graphs that ran when last seen.
+  uint64_t id = 0;
+  int device = -1;
+  std::map<uint64_t, GraphFacts> facts;
+  std::vector<void*> blocks;
+  std::vector<NativeStream> pending_launches;
+  bool retained() const {
+    for (const auto& [graph, f] : facts) {
+      if (f.retains) return true;
+    }
+    return false;
+  }
 };
 
 // Claims of leases that are no capture's: owners above every pool id.
 constexpr uint64_t kLeaseOwnerBase = uint64_t{1} << 62;
 // Operation codes past the first 22 (0..21, see Step).
-constexpr int kGraphPoolOp = 22;  // new graph pool, or release one
+constexpr int kGraphPoolOp = 22;  // new graph pool, release one, or a
+                                  // graph-owned pool step (RetainedStep)
 constexpr int kCaptureOp = 23;    // begin a capture (scoped or not), or end
 constexpr int kReplayOp = 24;     // launch or destroy a captured graph
 constexpr int kIpcOp = 25;        // export + self-import, import, release
@@ -252,11 +288,13 @@ class Session {
         return true;
       }
     }
-    for (const GraphModel& model : graph_models_) {
-      if (model.capturing == stream ||
-          std::find(model.replay_streams.begin(), model.replay_streams.end(),
-                    stream) != model.replay_streams.end()) {
-        return true;
+    for (const std::vector<GraphModel>* models : {&graph_models_, &orphans_}) {
+      for (const GraphModel& model : *models) {
+        if (model.capturing == stream ||
+            std::find(model.replay_streams.begin(), model.replay_streams.end(),
+                      stream) != model.replay_streams.end()) {
+          return true;
+        }
       }
     }
     return IsCapturing(stream);
@@ -428,7 +466,12 @@ class Session {
                             capture != nullptr
                                 ? capture->pool.id()
                                 : kLeaseOwnerBase + lease->lease_id());
-          if (capture != nullptr) sim_->TouchMemory(stream, lease->data());
+          if (capture != nullptr) {
+            sim_->TouchMemory(stream, lease->data());
+            capture->blocks.push_back(lease->data());
+          } else {
+            CheckNotAPoolBlock(lease->data());
+          }
         }
         std::vector<NativeStream> uses;
         if (stream != nullptr) uses.push_back(stream);
@@ -512,6 +555,14 @@ class Session {
           }
           model.graphs.clear();
           model.replay_streams.clear();
+          ForgetDevice(model);
+        }
+        // Their graphs went with the reset (and their user objects ran).
+        for (GraphModel& orphan : orphans_) {
+          if (orphan.device != device) continue;
+          orphan.graphs.clear();
+          orphan.replay_streams.clear();
+          ForgetDevice(orphan);
         }
         for (auto it = unregistered_.begin(); it != unregistered_.end();) {
           if (it->second == device) {
@@ -738,7 +789,15 @@ class Session {
   }
 
   void GraphPoolStep() {
-    if (input_.ConsumeBool()) {  // a new pool
+    // One byte: odd makes a new pool and even releases one, as the bool the
+    // corpus was written with; the upper half of the even values (once
+    // releases too) drives the graph-owned pools.
+    const uint8_t choice = input_.ConsumeIntegral<uint8_t>();
+    if ((choice & 1) == 0 && choice >= 128) {
+      RetainedStep();
+      return;
+    }
+    if ((choice & 1) != 0) {  // a new pool
       const int device = PickDevice();
       if (graph_models_.size() >= kMaxGraphPools) return;
       const bool poisoned = device < kDevices && health_->is_poisoned(device);
@@ -751,7 +810,10 @@ class Session {
       }
       FUZZ_CHECK(pool.ok(),
                  absl::StrCat("GraphPool::Create: ", pool.status().ToString()));
-      graph_models_.push_back(GraphModel{*std::move(pool)});
+      GraphModel model{*std::move(pool)};
+      model.id = model.pool.id();
+      model.device = device;
+      graph_models_.push_back(std::move(model));
       return;
     }
     // Release a pool: its graphs go first; the release is fenced by the
@@ -765,6 +827,11 @@ class Session {
       return;
     }
     DestroyGraphs(model->graphs);
+    ForgetGraphs(*model);
+    if (model->retained()) {  // the graphs release it, once their launches end
+      LetGoRetained(*model, /*with_release=*/!input_.ConsumeBool());
+      return;
+    }
     // Dropping the handle unreleased never releases: the pool is held (its
     // blocks out of reuse) until the cache is destroyed.
     if (input_.ConsumeBool()) {
@@ -846,18 +913,250 @@ class Session {
         input_.ConsumeIntegralInRange<size_t>(0, model->graphs.size() - 1);
     const SimGraph graph = model->graphs[g];
     if (input_.ConsumeBool()) {
-      (void)sim_->DestroyGraph(graph);
+      if (sim_->DestroyGraph(graph).ok()) GraphGone(*model, graph);
       model->graphs.erase(model->graphs.begin() + g);
       return;
     }
     NativeStream stream = PickIdleStream(model->pool.device());
-    if (stream == nullptr || !sim_->InstantiateGraph(graph).ok() ||
-        !sim_->LaunchGraph(graph, stream).ok()) {
-      return;
-    }
-    std::vector<NativeStream>& replays = model->replay_streams;
+    if (stream == nullptr || !Instantiate(*model, graph)) return;
+    Launch(*model, graph, stream);
+  }
+
+  // InstantiateGraph, and what it means for the pool: an executable graph
+  // made after RetainBy holds the pool.
+  bool Instantiate(GraphModel& model, SimGraph graph) {
+    if (!sim_->InstantiateGraph(graph).ok()) return false;
+    GraphFacts& facts = model.facts[graph.id];
+    facts.instantiated = true;
+    facts.exec_live = true;
+    facts.exec_holds = facts.retains;
+    return true;
+  }
+  // LaunchGraph on `stream` (kept leased: a release fences on it).
+  void Launch(GraphModel& model, SimGraph graph, NativeStream stream) {
+    if (!sim_->LaunchGraph(graph, stream).ok()) return;
+    std::vector<NativeStream>& replays = model.replay_streams;
     if (std::find(replays.begin(), replays.end(), stream) == replays.end()) {
       replays.push_back(stream);
+    }
+    GraphFacts& facts = model.facts[graph.id];
+    facts.launch_streams.push_back(stream);
+    // Captured work that completes only when told keeps the launch running
+    // (and the pool, when the executable graph holds it).
+    if (facts.exec_holds && sim_->graph_launch_pending(graph)) {
+      model.pending_launches.push_back(stream);
+    }
+  }
+  void GraphGone(GraphModel& model, SimGraph graph) {
+    GraphFacts& facts = model.facts[graph.id];
+    facts.template_live = false;
+    facts.exec_live = false;
+    facts.exec_holds = false;
+  }
+  // Every graph of the model is gone (destroyed, or the device was reset).
+  void ForgetGraphs(GraphModel& model) {
+    for (auto& [id, facts] : model.facts) {
+      facts.template_live = false;
+      facts.exec_live = false;
+      facts.exec_holds = false;
+    }
+  }
+
+  // The device was reset: graphs, launches and streams are gone.
+  void ForgetDevice(GraphModel& model) {
+    ForgetGraphs(model);
+    model.pending_launches.clear();
+    for (auto& [id, facts] : model.facts) facts.launch_streams.clear();
+  }
+
+  // A launch of a retaining graph is running while its stream has work:
+  // its work completes only when told (CompleteWork, CompleteAllWork, a
+  // synchronize), which completes the stream's work all at once.
+  void RefreshLaunches(GraphModel& model) {
+    std::vector<NativeStream>& pending = model.pending_launches;
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [&](NativeStream stream) {
+                                   return !sim_->has_pending_work(stream);
+                                 }),
+                  pending.end());
+  }
+  // Whether a retaining graph, its executable graph or a launch of theirs
+  // is alive (exact: nothing the pool waits for is missed, nothing extra).
+  bool GraphsAlive(GraphModel& model) {
+    RefreshLaunches(model);
+    if (!model.pending_launches.empty()) return true;
+    for (const auto& [id, facts] : model.facts) {
+      if (facts.retains && (facts.template_live || facts.exec_holds)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A lease of general work must not be a block a graph pool keeps.
+  void CheckNotAPoolBlock(void* ptr) {
+    for (const GraphModel& model : graph_models_) {
+      FUZZ_CHECK(std::find(model.blocks.begin(), model.blocks.end(), ptr) ==
+                     model.blocks.end(),
+                 absl::StrCat("a block of graph pool ", model.id,
+                              " (handle alive) leased to general work"));
+    }
+    for (GraphModel& orphan : orphans_) {
+      if (!GraphsAlive(orphan)) continue;
+      FUZZ_CHECK(std::find(orphan.blocks.begin(), orphan.blocks.end(), ptr) ==
+                     orphan.blocks.end(),
+                 absl::StrCat("a block of graph pool ", orphan.id,
+                              " leased to general work while its graphs or "
+                              "launches are alive"));
+    }
+  }
+
+  // The handle of a retained pool lets go (Release naming the replay
+  // streams, or dropped): the pool becomes the graphs'. Graphs that do not
+  // retain it go first, their launches completed unless Release fences them.
+  void LetGoRetained(GraphModel& model, bool with_release) {
+    for (size_t i = 0; i < model.graphs.size();) {
+      const SimGraph graph = model.graphs[i];
+      if (model.facts[graph.id].retains) {
+        ++i;
+        continue;
+      }
+      (void)sim_->DestroyGraph(graph);
+      GraphGone(model, graph);
+      model.graphs.erase(model.graphs.begin() + i);
+    }
+    if (!with_release) {
+      for (const auto& [id, facts] : model.facts) {
+        if (facts.retains) continue;
+        for (NativeStream stream : facts.launch_streams) {
+          if (sim_->is_live_stream(stream)) sim_->CompleteWork(stream);
+        }
+      }
+    }
+    if (with_release) {
+      const absl::Status status = model.pool.Release(model.replay_streams);
+      FUZZ_CHECK(status.ok(), absl::StrCat("GraphPool::Release of a retained "
+                                           "pool: ",
+                                           status.ToString()));
+      FUZZ_CHECK(
+          model.pool.Release().code() == absl::StatusCode::kFailedPrecondition,
+          "a retained graph pool released twice");
+      FUZZ_CHECK(model.pool.RetainBy(reinterpret_cast<NativeGraph>(1)).code() ==
+                     absl::StatusCode::kFailedPrecondition,
+                 "RetainBy after Release");
+    }
+    model.pool = GraphPool();  // the handle lets go
+    orphans_.push_back(std::move(model));
+    graph_models_.erase(graph_models_.begin() + (&model - graph_models_.data()));
+  }
+
+  // Completes launches, trims, and checks that the pools whose graphs and
+  // launches are all gone went back (each other one may still await).
+  void CollectRetained() {
+    FUZZ_CHECK(cache_->Trim().ok() || faults_injected_,
+               "Trim failed without a fault");
+    const int64_t awaiting = cache_->GetStats().graph_pools_awaiting_graphs;
+    int64_t may_await = 0;
+    for (GraphModel& orphan : orphans_) {
+      if (GraphsAlive(orphan) || health_->is_poisoned(orphan.device) ||
+          sim_->is_poisoned(orphan.device)) {
+        ++may_await;
+      }
+    }
+    FUZZ_CHECK(awaiting <= may_await,
+               absl::StrCat(awaiting, " graph pools await graphs, but only ",
+                            may_await, " of ", orphans_.size(),
+                            " retained pools may have graphs or launches "
+                            "alive"));
+    if (awaiting != 0) return;
+    // Every pool went back: their blocks are the general cache's now.
+    orphans_.erase(
+        std::remove_if(orphans_.begin(), orphans_.end(),
+                       [&](GraphModel& orphan) { return !GraphsAlive(orphan); }),
+        orphans_.end());
+  }
+
+  // Graph-owned pools: RetainBy, instantiate, launch, destroy template and
+  // exec alone, let the handle go, complete the launches.
+  void RetainedStep() {
+    const int sub = input_.ConsumeIntegralInRange(0, 6);
+    if (sub == 6) {  // complete launches, then the pools must go back
+      if (input_.ConsumeBool()) {
+        sim_->CompleteAllWork();
+      } else if (!orphans_.empty()) {
+        GraphModel& orphan = orphans_[input_.ConsumeIntegralInRange<size_t>(
+            0, orphans_.size() - 1)];
+        RefreshLaunches(orphan);
+        for (NativeStream stream : orphan.pending_launches) {
+          if (sim_->is_live_stream(stream)) sim_->CompleteWork(stream);
+        }
+      }
+      CollectRetained();
+      return;
+    }
+    if (sub == 5) {  // the handle lets go, with Release or dropped
+      GraphModel* model = PickGraphModel();
+      if (model == nullptr) return;
+      const bool with_release = input_.ConsumeBool();
+      if (model->capturing != nullptr || !model->retained()) return;
+      LetGoRetained(*model, with_release);
+      return;
+    }
+    // A pool with a handle, or one left to its graphs.
+    const size_t models = graph_models_.size() + orphans_.size();
+    if (models == 0) return;
+    const size_t m = input_.ConsumeIntegralInRange<size_t>(0, models - 1);
+    GraphModel* model = m < graph_models_.size()
+                            ? &graph_models_[m]
+                            : &orphans_[m - graph_models_.size()];
+    if (model->graphs.empty()) return;
+    const SimGraph graph = model->graphs[input_.ConsumeIntegralInRange<size_t>(
+        0, model->graphs.size() - 1)];
+    GraphFacts& facts = model->facts[graph.id];
+    switch (sub) {
+      case 0: {  // RetainBy, before the graph is ever instantiated
+        if (!model->pool || facts.instantiated || !facts.template_live) {
+          return;
+        }
+        const bool poisoned = health_->is_poisoned(model->device);
+        const absl::Status status =
+            model->pool.RetainBy(NativeGraphOf(graph));
+        if (poisoned) {
+          FUZZ_CHECK(!status.ok(), "RetainBy on a poisoned device");
+          CheckRefusal(model->device, status, "GraphPool::RetainBy");
+          return;
+        }
+        FUZZ_CHECK(status.ok() || faults_injected_,
+                   absl::StrCat("GraphPool::RetainBy without a fault: ",
+                                status.ToString()));
+        if (status.ok()) facts.retains = true;
+        return;
+      }
+      case 1:  // instantiate (again: the new exec replaces the old)
+        if (facts.template_live) Instantiate(*model, graph);
+        return;
+      case 2: {  // launch
+        if (!facts.exec_live) return;
+        NativeStream stream = PickIdleStream(model->device);
+        if (stream != nullptr) Launch(*model, graph, stream);
+        return;
+      }
+      case 3:  // destroy the template alone
+        if (!facts.template_live || !sim_->DestroyGraphTemplate(graph).ok()) {
+          return;
+        }
+        facts.template_live = false;
+        break;
+      default:  // destroy the executable graph alone
+        if (!facts.exec_live || !sim_->DestroyGraphExec(graph).ok()) return;
+        facts.exec_live = false;
+        facts.exec_holds = false;
+        break;
+    }
+    if (!facts.template_live && !facts.exec_live) {
+      model->graphs.erase(std::find_if(
+          model->graphs.begin(), model->graphs.end(),
+          [&](const SimGraph& other) { return other.id == graph.id; }));
     }
   }
 
@@ -1013,15 +1312,22 @@ class Session {
                             cache_->GetStats().allocations_in_use, " but ",
                             allocations_out, " leases out"));
     const AllocationCacheStats cache = cache_->GetStats();
-    // A dropped pool is held while it keeps a block (then it is gone).
-    FUZZ_CHECK(cache.graph_pools - cache.graph_pools_held ==
+    // A dropped pool is held while it keeps a block (then it is gone); a
+    // retained one whose handle let go awaits its graphs.
+    FUZZ_CHECK(cache.graph_pools - cache.graph_pools_held -
+                           cache.graph_pools_awaiting_graphs ==
                        static_cast<int64_t>(graph_models_.size()) &&
-                   cache.graph_pools_held <= dropped_graph_pools_,
+                   cache.graph_pools_held <= dropped_graph_pools_ &&
+                   cache.graph_pools_awaiting_graphs <=
+                       static_cast<int64_t>(orphans_.size()),
                absl::StrCat("graph_pools ", cache.graph_pools, " (held ",
-                            cache.graph_pools_held, ") but ",
+                            cache.graph_pools_held, ", awaiting graphs ",
+                            cache.graph_pools_awaiting_graphs, ") but ",
                             graph_models_.size(), " pools not released, ",
-                            dropped_graph_pools_, " dropped"));
+                            dropped_graph_pools_, " dropped, ",
+                            orphans_.size(), " left to their graphs"));
     FUZZ_CHECK(!graph_models_.empty() || dropped_graph_pools_ != 0 ||
+                   !orphans_.empty() ||
                    (cache.blocks_in_graph_pools == 0 &&
                     cache.bytes_in_graph_pools == 0),
                "blocks in graph pools with every pool released");
@@ -1057,9 +1363,18 @@ class Session {
     sim_->CompleteAllWork();
     for (GraphModel& model : graph_models_) {
       DestroyGraphs(model.graphs);
+      ForgetGraphs(model);
       (void)model.pool.Release(model.replay_streams);
+      model.pool = GraphPool();
+      if (model.retained()) orphans_.push_back(std::move(model));
     }
     graph_models_.clear();
+    // The graphs of the pools left to them go: every pool goes back.
+    for (GraphModel& orphan : orphans_) {
+      DestroyGraphs(orphan.graphs);
+      ForgetGraphs(orphan);
+    }
+    CollectRetained();
     DestroyGraphs(unregistered_graphs_);
     imports_.clear();
     for (auto& held : allocations_held_) {
@@ -1108,6 +1423,9 @@ class Session {
   std::map<uint64_t, std::vector<NativeStream>> allocation_streams_;
   std::map<std::pair<std::string, int>, Stable> stable_;
   std::vector<GraphModel> graph_models_;
+  // Retained pools whose handle let go (Release or dropped), until a Trim
+  // after their graphs and launches are gone proves them back.
+  std::vector<GraphModel> orphans_;
   // Pool handles dropped unreleased (held by the cache while they keep a
   // block).
   int64_t dropped_graph_pools_ = 0;

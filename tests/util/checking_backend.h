@@ -197,6 +197,21 @@ class CheckingBackend final : public Backend {
     return Call(SimOp::kIpcCloseHandle, device,
                 [&] { return sim_.CloseIpcHandle(device, ptr); });
   }
+  absl::StatusOr<NativeUserObject> CreateUserObject(
+      int device, UserObjectDestructor destroy, void* data) override {
+    return Call(SimOp::kUserObjectCreate, device,
+                [&] { return sim_.CreateUserObject(device, destroy, data); });
+  }
+  absl::Status RetainUserObjectByGraph(int device, NativeGraph graph,
+                                       NativeUserObject object) override {
+    return Call(SimOp::kUserObjectRetain, device, [&] {
+      return sim_.RetainUserObjectByGraph(device, graph, object);
+    });
+  }
+  absl::Status ReleaseUserObject(int device, NativeUserObject object) override {
+    return Call(SimOp::kUserObjectRelease, device,
+                [&] { return sim_.ReleaseUserObject(device, object); });
+  }
 
  private:
   static const absl::Status& StatusOf(const absl::Status& status) {

@@ -84,20 +84,25 @@ struct Leaks {
   int allocations = 0;
   // IPC mappings of another process's memory still open on the target.
   int mappings = 0;
+  // User objects whose destructor has not run (a release the runtime
+  // refused keeps its reference).
+  int user_objects = 0;
   friend bool operator==(const Leaks& a, const Leaks& b) {
     return a.streams == b.streams && a.events == b.events &&
-           a.allocations == b.allocations && a.mappings == b.mappings;
+           a.allocations == b.allocations && a.mappings == b.mappings &&
+           a.user_objects == b.user_objects;
   }
   std::string ToString() const {
     return absl::StrCat("{streams=", streams, ", events=", events,
                         ", allocations=", allocations, ", mappings=", mappings,
-                        "}");
+                        ", user_objects=", user_objects, "}");
   }
 };
 constexpr Leaks kOneStream{1, 0, 0};
 constexpr Leaks kOneEvent{0, 1, 0};
 constexpr Leaks kOneAllocation{0, 0, 1};
 constexpr Leaks kOneMapping{0, 0, 0, 1};
+constexpr Leaks kOneUserObject{0, 0, 0, 0, 1};
 
 struct Expectation {
   // What the caller of the path sees; nullopt when the path has no caller
@@ -211,6 +216,7 @@ enum class Path {
   kGraphPoolRelease,
   kGraphLateReturn,
   kGraphFree,
+  kGraphRetain,
   kIpcExport,
   kIpcImport,
   kIpcClose,
@@ -376,8 +382,11 @@ class Harness {
       live.events += sim.live_events(d);
       live.allocations += sim.live_allocations(d);
     }
-    // Every mapping of a cell is on the target device.
-    if (!sim.is_poisoned(kTarget)) live.mappings = sim.ipc_mappings_live();
+    // Every mapping and user object of a cell is on the target device.
+    if (!sim.is_poisoned(kTarget)) {
+      live.mappings = sim.ipc_mappings_live();
+      live.user_objects = sim.live_user_objects();
+    }
     return live;
   }
 

@@ -403,9 +403,18 @@ absl::Status GraphPools::RetainBy(GraphPoolState& pool, NativeGraph graph) {
   absl::Status moved =
       core_.backend().RetainUserObjectByGraph(pool.device, graph, *object);
   if (!moved.ok()) {
-    // Still ours: releasing it runs the destructor, which drops the count.
-    core_.backend().ReleaseUserObject(pool.device, *object).IgnoreError();
+    // A dead device is called no more: its object dies with the context
+    // (the count it holds no longer matters, the pool is dropped with the
+    // device's memory).
     if (core_.PoisonIfSticky(pool.device, moved)) {
+      return core_.PoisonedError(pool.device);
+    }
+    // Still ours: releasing it runs the destructor, which drops the count.
+    // A refused release keeps the reference (the object leaks rather than
+    // run its destructor twice); a sticky one still poisons.
+    const absl::Status released =
+        core_.backend().ReleaseUserObject(pool.device, *object);
+    if (core_.PoisonIfSticky(pool.device, released)) {
       return core_.PoisonedError(pool.device);
     }
     return moved;

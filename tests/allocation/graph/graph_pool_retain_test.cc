@@ -285,5 +285,56 @@ TEST(SimUserObjectTest, ARuntimeCallFromTheDestructorIsAMisuse) {
   EXPECT_EQ(misuses.size(), 2u);
 }
 
+// The graph refused the reference and the release of the refused object
+// failed with a sticky error: the device is poisoned (that error was once
+// ignored), and the object keeps its reference rather than be destroyed
+// twice.
+TEST_F(GraphPoolRetainTest, StickyReleaseOfARefusedObjectPoisons) {
+  {
+    auto cache = NewCache();
+    NativeStream capture = NewStream();
+    void* scratch = nullptr;
+    absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+    ASSERT_THAT(pool, IsOk());
+    SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
+    sim_.FailNext(SimOp::kUserObjectRetain,
+                  FaultError(Fault::kResource, absl::StatusCode::kAborted,
+                             "refused"));
+    sim_.FailNext(SimOp::kUserObjectRelease,
+                  FaultError(Fault::kDevice, absl::StatusCode::kInternal,
+                             "sticky"));
+    EXPECT_THAT(pool->RetainBy(NativeGraphOf(graph)),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_TRUE(health_->is_poisoned(0));
+    EXPECT_EQ(sim_.live_user_objects(), 1);
+  }
+  sim_.ResetDevice(0);  // the context goes, and the refused object with it
+  streams_.clear();
+  EXPECT_EQ(sim_.live_user_objects(), 0);
+}
+
+// A sticky retain poisons the device, and the dead device is called no
+// more (the refused object is not released there).
+TEST_F(GraphPoolRetainTest, StickyRetainCallsTheDeadDeviceNoMore) {
+  {
+    auto cache = NewCache();
+    NativeStream capture = NewStream();
+    void* scratch = nullptr;
+    absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+    ASSERT_THAT(pool, IsOk());
+    SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
+    sim_.FailNext(SimOp::kUserObjectRetain,
+                  FaultError(Fault::kDevice, absl::StatusCode::kInternal,
+                             "sticky"));
+    EXPECT_THAT(pool->RetainBy(NativeGraphOf(graph)),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+    EXPECT_TRUE(health_->is_poisoned(0));
+    EXPECT_EQ(sim_.calls(SimOp::kUserObjectRelease), 0);
+  }
+  sim_.ResetDevice(0);
+  streams_.clear();
+  EXPECT_EQ(sim_.live_user_objects(), 0);
+}
+
 }  // namespace
 }  // namespace gpupool
