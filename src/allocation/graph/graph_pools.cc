@@ -16,7 +16,6 @@
 #include "src/allocation/cache_core.h"
 #include "src/allocation/oom_chain.h"
 #include "src/allocation/size_classes.h"
-#include "src/allocation/trace_ring.h"
 
 namespace gpupool::internal {
 namespace {
@@ -450,16 +449,6 @@ void GraphPools::Collect() {
     // and on those the blocks hold events for, as any give-back.
     for (AllocationBlock* block : blocks) core_.GiveBack(block, streams);
   }
-}
-
-void GraphPools::Trace(const GraphPoolState& pool, absl::string_view what,
-                       const std::vector<AllocationBlock*>& blocks) {
-  TraceRing* trace = core_.trace();
-  if (ABSL_PREDICT_TRUE(trace == nullptr)) return;
-  size_t bytes = 0;
-  for (const AllocationBlock* block : blocks) bytes += block->size;
-  trace->Transition(TraceOp::kGraphPool, what, pool.device, MemoryKind::kDevice,
-                    bytes, /*ptr=*/nullptr, static_cast<int64_t>(pool.id));
 }
 
 bool GraphPools::Adopt(AllocationShard& shard, AllocationBlock* block,

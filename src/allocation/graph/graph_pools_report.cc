@@ -1,13 +1,17 @@
 // What the graph pools report (graph_pools.h): their gauges for the cache's
 // stats, DebugString lines, the words of an out-of-memory message, and the
-// blocks a snapshot lists. No runtime call; each pool's lock briefly.
+// blocks a snapshot lists, and their trace events. No runtime call; each
+// pool's lock briefly.
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/allocation/cache_core.h"
 #include "src/allocation/graph/graph_pools.h"
+#include "src/allocation/trace_ring.h"
 #include "src/base/readable_bytes.h"
 
 namespace gpupool::internal {
@@ -73,6 +77,16 @@ std::string GraphPools::DebugString() const {
         pool->handle_let_go && !pool->released ? ", awaiting its graphs" : "");
   }
   return out;
+}
+
+void GraphPools::Trace(const GraphPoolState& pool, absl::string_view what,
+                       const std::vector<AllocationBlock*>& blocks) {
+  TraceRing* trace = core_.trace();
+  if (ABSL_PREDICT_TRUE(trace == nullptr)) return;
+  size_t bytes = 0;
+  for (const AllocationBlock* block : blocks) bytes += block->size;
+  trace->Transition(TraceOp::kGraphPool, what, pool.device, MemoryKind::kDevice,
+                    bytes, /*ptr=*/nullptr, static_cast<int64_t>(pool.id));
 }
 
 }  // namespace gpupool::internal
