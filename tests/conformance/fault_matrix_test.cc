@@ -838,6 +838,12 @@ CellResult RunCellHere(const Scenario& scenario, Fault fault) {
     h.Error(absl::StrCat("sim misuse: ",
                          absl::StrJoin(h.sim.misuse_messages(), "; ")));
   }
+  // What a dead context holds is the test's to clean up too, after every
+  // check: a user object leaked with it keeps gpupool's host-side token
+  // until its destructor runs, which a reset does.
+  for (int d = 0; d < kDevices; ++d) {
+    if (h.sim.is_poisoned(d)) h.sim.ResetDevice(d);
+  }
   if (!h.errors.empty()) result.exercised = false;
   result.errors = std::move(h.errors);
   return result;
