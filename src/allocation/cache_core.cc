@@ -242,7 +242,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   BlockVector candidates;
   BlockVector stale;
   AllocationBlock* block =
-      shard.TakeCached(rounded, request, options_.pending_checks_per_allocate,
+      shard.TakeCached(request, options_.pending_checks_per_allocate,
                        generation(device), &candidates, &stale);
   DeleteBlocks(stale);
   if (block != nullptr) {

@@ -182,13 +182,10 @@ bool LeaveSegment(AllocationBlock* block, bool leaked, BlockRecords* records,
   if (!leaked || IsWholeSegment(block)) return DetachFromSegment(block);
   AllocationBlock* pin = records->New();
   pins->PushBack(pin);
-  bool first = true;
-  for (const AllocationBlock* b = block->prev_in_segment; b != nullptr;
-       b = b->prev_in_segment) {
-    first = first && !b->leaked_part;
-  }
-  for (const AllocationBlock* b = block->next_in_segment; b != nullptr;
-       b = b->next_in_segment) {
+  const AllocationBlock* head = block;
+  while (head->prev_in_segment != nullptr) head = head->prev_in_segment;
+  bool first = true;  // the segment's first leaked part
+  for (const AllocationBlock* b = head; b != nullptr; b = b->next_in_segment) {
     first = first && !b->leaked_part;
   }
   pin->ptr = block->ptr;

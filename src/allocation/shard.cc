@@ -37,23 +37,26 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 // --- Allocate ----------------------------------------------------------------
 
-AllocationBlock* AllocationShard::TakeCached(
-    size_t bytes, const LeaseRequest& request, int pending_checks,
-    uint64_t generation, BlockVector* candidates, BlockVector* stale) {
+AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
+                                             int pending_checks,
+                                             uint64_t generation,
+                                             BlockVector* candidates,
+                                             BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  AllocationBlock* block = index_.FindUsableAtOnce(bytes, request.stream);
+  AllocationBlock* block =
+      index_.FindUsableAtOnce(request.lease_bytes, request.stream);
   if (block != nullptr) {
     RemoveCachedLocked(block);
     // Pending on the request's stream alone: the rest keeps the fence (the
     // lease is ordered after it by its stream). Ready: nothing to keep.
-    SplitLocked(block, bytes, /*rest_takes_events=*/true);
+    SplitLocked(block, request.lease_bytes, /*rest_takes_events=*/true);
     ++stats_.hits;
     LeaseLocked(block, request);
     return block;
   }
   for (int i = 0; i < pending_checks; ++i) {
-    AllocationBlock* candidate = TakeOldestPendingLocked(bytes);
+    AllocationBlock* candidate = TakeOldestPendingLocked(request.lease_bytes);
     if (candidate == nullptr) break;
     candidates->push_back(candidate);
   }
@@ -67,9 +70,8 @@ AllocationBlock* AllocationShard::SettleCandidates(
   MutexLock lock(&mu_);
   int64_t dropped_count = DetachAll(dropped);
   int64_t leaked_count = 0;
-  for (AllocationBlock* block : leaked) {
+  for (AllocationBlock* block : leaked)
     leaked_count += LeaveLocked(block, RetireReason::kLeaked);
-  }
   garbage->insert(garbage->end(), dropped.begin(), dropped.end());
   garbage->insert(garbage->end(), leaked.begin(), leaked.end());
   for (auto it = keep.rbegin(); it != keep.rend(); ++it) {  // oldest, in order

@@ -102,14 +102,14 @@ class alignas(kCacheLine) AllocationShard {
   MemoryKind kind() const { return kind_; }
 
   // --- Allocate -------------------------------------------------------------
-  // A cached block of at least `bytes` (the request's LeaseBytes) usable at
-  // once — pending on `request.stream` alone (newest first), else ready —
-  // split to `bytes`, leased and counted as a hit. Else nullptr, with up to
+  // A cached block of at least `request.lease_bytes` usable at once —
+  // pending on `request.stream` alone (newest first), else ready — split to
+  // that size, leased and counted as a hit. Else nullptr, with up to
   // `pending_checks` of the oldest pending blocks that fit moved to
   // `candidates` for the caller to check.
-  AllocationBlock* TakeCached(size_t bytes, const LeaseRequest& request,
-                              int pending_checks, uint64_t generation,
-                              BlockVector* candidates, BlockVector* stale);
+  AllocationBlock* TakeCached(const LeaseRequest& request, int pending_checks,
+                              uint64_t generation, BlockVector* candidates,
+                              BlockVector* stale);
   // Settles checked candidates: leases `chosen` (a hit; `waited`: made safe
   // by a stream wait, so a split remainder keeps its events; else they
   // completed) unless its generation is gone, puts `keep` back as the

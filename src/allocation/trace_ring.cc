@@ -116,13 +116,7 @@ void TraceRing::RuntimeFree(int device, MemoryKind kind, const void* ptr) {
 }
 
 void TraceRing::Note(TraceOp op, int device, MemoryKind kind, size_t bytes) {
-  MutexLock lock(&mu_);
-  TraceEvent event;
-  event.op = op;
-  event.device = device;
-  event.kind = kind;
-  event.bytes = bytes;
-  Push(std::move(event), TotalsOf(device, kind));
+  Transition(op, /*what=*/{}, device, kind, bytes, /*ptr=*/nullptr);
 }
 
 void TraceRing::Transition(TraceOp op, absl::string_view what, int device,
