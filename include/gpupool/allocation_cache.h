@@ -136,7 +136,9 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   size_t max_cached_block_bytes = size_t{1} << 30;
   CrossStreamPolicy cross_stream = CrossStreamPolicy::kWaitForCompletion;
   // Blocks released on other streams whose events are checked (one query
-  // per event) per Allocate before asking the runtime for a new block.
+  // per event) per Allocate, when one of them fits the request better than
+  // any block usable at once or none is usable at once; 0: never checked
+  // (a request then takes only blocks usable at once, or a new one).
   int pending_checks_per_allocate = 2;
   // Config of the ready events taken from the EventPool.
   EventConfig event_config = {};

@@ -169,13 +169,13 @@ AllocationBlock* FreeIndex::FindBestFit(size_t bytes, NativeStream stream,
   // A larger block of the stream's own would be split where a tighter one
   // may be free elsewhere: the rest of the larger block then strands in a
   // segment kept by the lease.
-  if (AllocationBlock* ready = ServingOrNull(FindReady(bytes, classes), bytes,
-                                             max_split_ratio_);
+  if (AllocationBlock* ready =
+          ServingOrNull(FindReady(bytes, classes), bytes, max_split_ratio_);
       ready != nullptr && (best == nullptr || ready->size < best->size)) {
     best = ready;
   }
-  AllocationBlock* oldest = ServingOrNull(FindOldestPending(bytes, classes),
-                                          bytes, max_split_ratio_);
+  AllocationBlock* oldest =
+      ServingOrNull(FindOldestPending(bytes, classes), bytes, max_split_ratio_);
   if (oldest != nullptr && (best == nullptr || oldest->size < best->size) &&
       (with_pending || UsableAtOnce(oldest, stream))) {
     best = oldest;

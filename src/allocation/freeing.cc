@@ -175,9 +175,10 @@ absl::Status AllocationCacheCore::MakeRoomToGrow(AllocationShard& shard,
     // The budget is the shard's high-water mark of bytes in use (or what it
     // will have in use, if more): a workload below its peak reuses what its
     // peak needed, and the memory held stays within `percent` of that peak
-    // wherever wholly free segments can be exchanged.
-    // A request beyond every class (an uncached one may be) counts as the
-    // largest class: the budget then exceeds what is held.
+    // wherever wholly free segments can be exchanged. A request beyond every
+    // class (an uncached one may be) counts as the largest class, and the
+    // headroom saturates: no overflow, and such a budget exceeds what is
+    // held.
     const AllocationCacheStats stats = shard.Stats();
     const int64_t request =
         static_cast<int64_t>(std::min(bytes, kMaxSizeClassBytes));

@@ -105,6 +105,7 @@ TEST_F(AllocationCacheSimTest, BusyTighterBlockFallsBackToTheStreamsOwn) {
   ASSERT_THAT(lease, IsOk());
   EXPECT_EQ(lease->data(), own);  // split: b's work is ordered before it
   EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  sim_.CompleteAllWork();  // the cache's end waits for the blocks' work
 }
 
 TEST_F(AllocationCacheSimTest, WaitOnStreamPolicyHandsOverWithAStreamWait) {
