@@ -136,6 +136,16 @@ std::shared_ptr<GraphPoolState> CaptureRoutes::Match(
     }
     return matches == 1 ? match : nullptr;
   }
+  {
+    // The common case, every allocation of a capture after its first: the
+    // route already knows the id (no copy of the routes, no runtime call).
+    MutexLock lock(&mu_);
+    for (const CaptureRoute& route : routes_) {
+      if (route.device == device && route.capture_id == info.id) {
+        return route.pool;
+      }
+    }
+  }
   for (const CaptureRoute& route : Routes(device)) {
     if (route.capture_id == info.id) return route.pool;
     // Not learned yet, or a later capture on the origin: a scope kept open

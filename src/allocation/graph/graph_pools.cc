@@ -185,7 +185,8 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
 
 void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
   shard.TakeOutOfUse(block);
-  GraphPoolState& pool = *PoolOf(*block);
+  // The block's owner keeps the pool alive until Forget or GiveBack.
+  GraphPoolState& pool = *static_cast<GraphPoolState*>(block->owner.get());
   if (core_.Leaking()) {
     Forget(pool, shard, block, RetireReason::kLeaked);
     return;
