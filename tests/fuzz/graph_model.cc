@@ -84,4 +84,26 @@ bool GraphsAlive(SimBackend& sim, GraphModel& model) {
   return false;
 }
 
+bool ClaimantAlive(SimBackend& sim, GraphModel& model, void* ptr) {
+  auto claims = model.claimed_by.find(ptr);
+  if (claims == model.claimed_by.end()) return false;
+  for (int capture : claims->second) {
+    auto graph = model.graph_of_capture.find(capture);
+    if (graph == model.graph_of_capture.end()) {
+      // The capture is still open (or made no graph: nothing replays it).
+      if (capture == model.capture_number && model.capturing != nullptr) {
+        return true;
+      }
+      continue;
+    }
+    const GraphFacts& facts = model.facts[graph->second];
+    const SimGraph sim_graph{model.device, graph->second};
+    if (facts.template_live || facts.exec_holds ||
+        (facts.exec_live && sim.graph_launch_pending(sim_graph))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace gpupool::fuzz

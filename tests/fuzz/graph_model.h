@@ -45,6 +45,12 @@ struct GraphModel {
   std::map<uint64_t, GraphFacts> facts;
   std::vector<void*> blocks;
   std::vector<NativeStream> pending_launches;
+  // Which captures claimed each block (a block reused inside the pool is
+  // claimed by several), the open capture's number, and the graph each
+  // ended capture made.
+  int capture_number = 0;
+  std::map<void*, std::vector<int>> claimed_by;
+  std::map<int, uint64_t> graph_of_capture;
   bool retained() const {
     for (const auto& [graph, f] : facts) {
       if (f.retains) return true;
@@ -78,6 +84,10 @@ void ForgetDevice(GraphModel& model);
 // work completes only when told (CompleteWork, CompleteAllWork, a
 // synchronize), which completes the stream's work all at once.
 void RefreshLaunches(SimBackend& sim, GraphModel& model);
+// Whether a graph that captured `ptr` surely still uses it: its template
+// lives, an executable graph made after RetainBy lives, or its latest
+// launch is running. A block given to general work must have none.
+bool ClaimantAlive(SimBackend& sim, GraphModel& model, void* ptr);
 // Whether a retaining graph, its executable graph or a launch of theirs is
 // alive (exact: nothing the pool waits for is missed, nothing extra).
 bool GraphsAlive(SimBackend& sim, GraphModel& model);

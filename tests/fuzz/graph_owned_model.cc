@@ -176,7 +176,11 @@ bool GraphOwnedModel::UsesStream(NativeStream stream) const {
 
 void GraphOwnedModel::CheckNotAPoolBlock(void* ptr) {
   for (GraphModel& orphan : orphans_) {
-    if (!GraphsAlive(sim_, orphan)) continue;
+    // The pool's graphs may live while those of the recording that held
+    // `ptr` are gone (it went back at the recording's end).
+    if (!GraphsAlive(sim_, orphan) || !ClaimantAlive(sim_, orphan, ptr)) {
+      continue;
+    }
     FUZZ_CHECK(std::find(orphan.blocks.begin(), orphan.blocks.end(), ptr) ==
                    orphan.blocks.end(),
                absl::StrCat("a block of graph pool ", orphan.id,

@@ -104,6 +104,7 @@ void GraphPoolModel::CaptureStep() {
       }
       model->scope = *std::move(scope);
       model->capturing = stream;
+      ++model->capture_number;
       captures_.Began(stream);
       return;
     }
@@ -113,9 +114,7 @@ void GraphPoolModel::CaptureStep() {
     case 2: {  // end a registered capture, then its scope
       GraphModel* model = PickGraphModel(input_, graph_models_);
       if (model == nullptr || model->capturing == nullptr) return;
-      captures_.EndCaptureOn(model->capturing, &model->graphs);
-      model->scope.End();
-      model->capturing = nullptr;
+      EndCapture(*model);
       return;
     }
     default:  // end an unregistered capture
@@ -153,6 +152,7 @@ void GraphPoolModel::ClaimDeviceLease(const PooledAllocation& lease,
   if (capture != nullptr) {
     sim_.TouchMemory(stream, lease.data());
     capture->blocks.push_back(lease.data());
+    capture->claimed_by[lease.data()].push_back(capture->capture_number);
   } else {
     CheckNotAPoolBlock(lease.data());
   }
@@ -210,10 +210,18 @@ void GraphPoolModel::CheckStats(const AllocationCacheStats& cache) const {
 void GraphPoolModel::EndCaptures() {
   for (GraphModel& model : graph_models_) {
     if (model.capturing == nullptr) continue;
-    captures_.EndCaptureOn(model.capturing, &model.graphs);
-    model.scope.End();
-    model.capturing = nullptr;
+    EndCapture(model);
   }
+}
+
+void GraphPoolModel::EndCapture(GraphModel& model) {
+  const size_t graphs = model.graphs.size();
+  captures_.EndCaptureOn(model.capturing, &model.graphs);
+  if (model.graphs.size() > graphs) {
+    model.graph_of_capture[model.capture_number] = model.graphs.back().id;
+  }
+  model.scope.End();
+  model.capturing = nullptr;
 }
 
 // Pools are released fenced by their replay streams, which are still leased.
@@ -241,9 +249,13 @@ GraphModel* GraphPoolModel::CaptureOf(NativeStream stream) {
 
 // A lease of general work must not be a block a graph pool keeps.
 void GraphPoolModel::CheckNotAPoolBlock(void* ptr) {
-  for (const GraphModel& model : graph_models_) {
-    FUZZ_CHECK(std::find(model.blocks.begin(), model.blocks.end(), ptr) ==
-                   model.blocks.end(),
+  for (GraphModel& model : graph_models_) {
+    // A pool no graph retains keeps every block while its handle lives; a
+    // retained recording's blocks may go back once the graphs that captured
+    // them are gone.
+    FUZZ_CHECK((model.retained() && !ClaimantAlive(sim_, model, ptr)) ||
+                   std::find(model.blocks.begin(), model.blocks.end(), ptr) ==
+                       model.blocks.end(),
                absl::StrCat("a block of graph pool ", model.id,
                             " (handle alive) leased to general work"));
   }

@@ -53,6 +53,8 @@ class GraphPoolModel {
   // The end of an input: the open captures end; then, once work completed,
   // every graph goes and every pool is released and must go back.
   void EndCaptures();
+  // Ends `model`'s open capture and its scope; notes the graph it made.
+  void EndCapture(GraphModel& model);
   void ReleaseAll();
 
  private:
