@@ -107,9 +107,10 @@ void CaptureRoutes::LearnCaptureId(uint64_t route_id, uint64_t capture_id) {
   pool->recordings.CaptureBegins();
 }
 
-std::shared_ptr<GraphPoolState> CaptureRoutes::Match(
-    AllocationCacheCore& core, int device, NativeStream stream,
-    const CaptureInfo& info) {
+std::shared_ptr<GraphPoolState> CaptureRoutes::Match(AllocationCacheCore& core,
+                                                     int device,
+                                                     NativeStream stream,
+                                                     const CaptureInfo& info) {
   if (info.status == CaptureStatus::kNone) return nullptr;
   if (info.status == CaptureStatus::kInvalidated) {
     // No id any more: the capture begun on a route's origin is recognised by
@@ -129,8 +130,7 @@ std::shared_ptr<GraphPoolState> CaptureRoutes::Match(
       if (origin.ok() && origin->status == CaptureStatus::kInvalidated) {
         match = route.pool;
         ++matches;
-      } else if (!origin.ok() &&
-                 core.PoisonIfSticky(device, origin.status())) {
+      } else if (!origin.ok() && core.PoisonIfSticky(device, origin.status())) {
         return nullptr;
       }
     }
@@ -158,8 +158,7 @@ std::shared_ptr<GraphPoolState> CaptureRoutes::Match(
           core.backend().GetCaptureInfo(device, route.origin);
       if (origin.ok() && origin->status == CaptureStatus::kActive) {
         id = origin->id;
-      } else if (!origin.ok() &&
-                 core.PoisonIfSticky(device, origin.status())) {
+      } else if (!origin.ok() && core.PoisonIfSticky(device, origin.status())) {
         return nullptr;  // no further runtime call on a dead device
       }
     }

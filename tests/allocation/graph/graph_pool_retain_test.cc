@@ -250,12 +250,12 @@ TEST_F(GraphPoolRetainTest, StickyReleaseOfARefusedObjectPoisons) {
     absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
     ASSERT_THAT(pool, IsOk());
     SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
-    sim_.FailNext(SimOp::kUserObjectRetain,
-                  FaultError(Fault::kResource, absl::StatusCode::kAborted,
-                             "refused"));
-    sim_.FailNext(SimOp::kUserObjectRelease,
-                  FaultError(Fault::kDevice, absl::StatusCode::kInternal,
-                             "sticky"));
+    sim_.FailNext(
+        SimOp::kUserObjectRetain,
+        FaultError(Fault::kResource, absl::StatusCode::kAborted, "refused"));
+    sim_.FailNext(
+        SimOp::kUserObjectRelease,
+        FaultError(Fault::kDevice, absl::StatusCode::kInternal, "sticky"));
     EXPECT_THAT(pool->RetainBy(NativeGraphOf(graph)),
                 StatusIs(absl::StatusCode::kFailedPrecondition));
     EXPECT_TRUE(health_->is_poisoned(0));
@@ -276,9 +276,9 @@ TEST_F(GraphPoolRetainTest, StickyRetainCallsTheDeadDeviceNoMore) {
     absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
     ASSERT_THAT(pool, IsOk());
     SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
-    sim_.FailNext(SimOp::kUserObjectRetain,
-                  FaultError(Fault::kDevice, absl::StatusCode::kInternal,
-                             "sticky"));
+    sim_.FailNext(
+        SimOp::kUserObjectRetain,
+        FaultError(Fault::kDevice, absl::StatusCode::kInternal, "sticky"));
     EXPECT_THAT(pool->RetainBy(NativeGraphOf(graph)),
                 StatusIs(absl::StatusCode::kFailedPrecondition));
     EXPECT_TRUE(health_->is_poisoned(0));

@@ -47,7 +47,8 @@ class GraphPoolRetainTest : public AllocationCacheSimTest {
   }
   // RetainBy(graph), then the executable graph that launches will run.
   void RetainAndInstantiate(GraphPool& pool, SimGraph graph) {
-    EXPECT_THAT(pool.RetainBy(NativeGraphOf(graph)), ::gpupool::testing::IsOk());
+    EXPECT_THAT(pool.RetainBy(NativeGraphOf(graph)),
+                ::gpupool::testing::IsOk());
     EXPECT_THAT(sim_.InstantiateGraph(graph), ::gpupool::testing::IsOk());
   }
   // Whether one of the leases held at once on `stream`, one more than the
