@@ -103,6 +103,9 @@ std::optional<absl::StatusOr<PooledAllocation>> GraphPools::Allocate(
   std::shared_ptr<GraphPoolState> pool =
       routes_.Match(core_, shard.device(), request.stream, info);
   if (pool == nullptr) return std::nullopt;
+  // The match may have begun a recording and set apart one whose graphs
+  // are already gone: its blocks serve this capture at once.
+  if (HasCollectable()) Collect();
   return AllocateInPool(std::move(pool), shard, request);
 }
 
