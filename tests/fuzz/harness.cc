@@ -19,6 +19,8 @@ void Fail(const std::string& why) {
 }
 
 Harness::Harness(FuzzedDataProvider& input) : input_(input) {
+  // The input's length, before anything is read from it.
+  const size_t length = input_.remaining_bytes();
   SimOptions sim_options;
   sim_options.device_count = kDevices;
   // The fuzzer sets stream attributes: pools must reset them.
@@ -61,6 +63,14 @@ Harness::Harness(FuzzedDataProvider& input) : input_(input) {
   // an event the simulator, like the runtimes, refuses to query. Fixed, not
   // fuzzed: the corpus' byte layout stays as it was.
   cache_options.detect_unregistered_captures = true;
+  // How memory is cut and given back, chosen by the input's length (not
+  // read from its bytes, so the corpus keeps its meaning): give-back before
+  // growth at the default threshold, at every miss (0), at a low one, or
+  // never; splits bounded by the default ratio, unbounded, or by 2.
+  const int thresholds[] = {25, 0, 1, -1};
+  const size_t ratios[] = {8, 0, 2};
+  cache_options.give_back_above_percent = thresholds[length % 4];
+  cache_options.max_split_ratio = ratios[(length / 4) % 3];
   max_cached_block_bytes_ = cache_options.max_cached_block_bytes;
 
   streams_ = std::make_unique<StreamPool>(*backend_, health_, pool_options);
