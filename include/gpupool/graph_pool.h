@@ -16,7 +16,14 @@
 //   * After the capture the pool keeps its blocks, leased or not, away from
 //     everyone else: Trim and the out-of-memory chain never free them.
 //   * Graphs captured one after another may share a pool (open a new scope on
-//     it) as long as they never run concurrently.
+//     it) as long as they never run concurrently: a later capture reuses
+//     blocks the earlier ones released. RetainBy ends that sharing for the
+//     graphs it ties: a capture begun after RetainBy(graph) starts a new
+//     recording, which never reuses the blocks of a recording whose graphs
+//     may still run (a command buffer re-recorded while its old graph's
+//     launch is still queued) and reuses them once those graphs and their
+//     launches are gone, so re-recording holds at most the recordings
+//     still alive. Retain graphs after all the captures that should share.
 //   * Every allocation kind of the capture (device and pinned host) is the
 //     pool's. A scope kept open across later captures on its origin routes
 //     each of them.
@@ -129,7 +136,11 @@ class GPUPOOL_EXPORT GraphPool {
   // executable graph instantiated from it afterwards holds its own. An
   // executable graph instantiated earlier holds none (the runtime copies a
   // graph's references when it instantiates), so its launches do not keep
-  // the pool. Several graphs may retain one pool.
+  // the pool. Several graphs may retain one pool. The graph retains the
+  // recording it was captured in (the captures since the last RetainBy):
+  // the next capture into the pool does not reuse that recording's blocks
+  // until its graphs are gone; its blocks used outside a capture then go
+  // back to the general cache, fenced by their own ready events.
   // Once the handle lets go (destroyed, or Release) and every retaining
   // graph, its executable graphs and their launches are gone, the pool's
   // blocks go back to the general cache on the next Allocate or Trim of the

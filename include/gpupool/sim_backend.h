@@ -86,8 +86,11 @@ struct GPUPOOL_EXPORT SimProfile {
   absl::Duration event_destroy = absl::ZeroDuration();
   absl::Duration allocate = absl::ZeroDuration();
   absl::Duration free = absl::ZeroDuration();
-  // Charged by queries (stream and event) and capture-status calls.
+  // Charged by stream and event queries.
   absl::Duration query = absl::ZeroDuration();
+  // Charged by capture-status calls (GetCaptureStatus, GetCaptureInfo): a
+  // host-side lookup in the runtime, no device round trip.
+  absl::Duration capture_query = absl::ZeroDuration();
   // HIP semantics: stream destroy blocks until pending work completes and
   // silently ends an active capture. CUDA: neither.
   bool destroy_blocks_until_idle = false;

@@ -60,6 +60,8 @@ struct AllocationBlock {
   // null for the general cache. Set while a pool holds it, leased or free;
   // opaque to the core.
   std::shared_ptr<void> owner;
+  // The owner's tag within it (a graph pool's recording); opaque to the core.
+  uint64_t owner_tag = 0;
 
   // --- While leased ---
   size_t requested = 0;

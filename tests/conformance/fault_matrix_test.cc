@@ -18,9 +18,10 @@
 //
 // A cell is (path, op, fault) for a path that calls op. The table of
 // scenarios below (and, for graph pools and IPC, the one in
-// fault_matrix_graph_ipc_test.cc) defines the cells; the test prints the
-// coverage and fails unless every cell was exercised (the injected fault was
-// consumed by that path) and held every invariant.
+// fault_matrix_graph_ipc_test.cc; for the cache's split, merge and give-back,
+// the one in fault_matrix_segments_test.cc) defines the cells; the test prints
+// the coverage and fails unless every cell was exercised (the injected fault
+// was consumed by that path) and held every invariant.
 
 #include "tests/util/fault_matrix.h"
 
@@ -127,6 +128,14 @@ std::string PathName(Path path) {
       return "cache destructor";
     case Path::kCacheExitDrain:
       return "cache exit drain";
+    case Path::kCacheSplit:
+      return "cache allocate by split";
+    case Path::kCacheMerge:
+      return "cache release with merge";
+    case Path::kCacheMergedReuse:
+      return "cache allocate merged block";
+    case Path::kCacheGiveBack:
+      return "cache give-back before miss";
     case Path::kGraphScopeOpen:
       return "graph capture scope open";
     case Path::kGraphAllocate:
@@ -909,6 +918,9 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
   for (Scenario& scenario : GraphIpcScenarios()) {
     scenarios.push_back(std::move(scenario));
   }
+  for (Scenario& scenario : SegmentScenarios()) {
+    scenarios.push_back(std::move(scenario));
+  }
   // A cell is (path, op, fault); several scenarios may drive one (path, op),
   // and the cell counts as exercised only when all of them passed.
   std::map<std::pair<Path, SimOp>, std::vector<const Scenario*>> keys;
@@ -949,7 +961,7 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
   EXPECT_EQ(total, static_cast<int>(keys.size() * std::size(kFaults)));
   // The matrix never shrinks unnoticed: a new path or primitive changes
   // this number on purpose.
-  EXPECT_EQ(total, 355);
+  EXPECT_EQ(total, 415);
 }
 
 }  // namespace

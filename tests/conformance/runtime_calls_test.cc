@@ -1,7 +1,8 @@
 // Runtime calls per pool operation, counted by SimBackend: the hot path's
 // limits (a stream acquire makes none; a stream cycle at most two, one on a
 // backend without resettable attributes; an event cycle one; a same-stream
-// allocation hit one) and the opt-in validation at acquire.
+// allocation hit one, a hit under a registered capture one) and the opt-in
+// validation at acquire.
 
 #include <cstdint>
 
@@ -11,6 +12,7 @@
 #include "gpupool/allocation_cache.h"
 #include "gpupool/backend.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/graph_pool.h"
 #include "gpupool/pool_options.h"
 #include "gpupool/sim_backend.h"
 #include "gpupool/stream_pool.h"
@@ -163,6 +165,49 @@ TEST_F(RuntimeCallsTest, SameStreamAllocationHitIsOneCall) {
       EXPECT_LE(Delta(), 1) << "allocate + release on the same stream";
     }
     EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+  }
+  ASSERT_THAT(sim_.DestroyStream(0, *stream), IsOk());
+}
+
+// A hit on a stream capturing into a graph pool: one capture query at
+// allocate, nothing at release (no ready event is recorded into a capture).
+// The pool's recordings add no call: a capture begun after RetainBy (which
+// sets the earlier recording apart) costs the same.
+TEST_F(RuntimeCallsTest, CapturedAllocationHitIsOneCall) {
+  absl::StatusOr<NativeStream> stream = sim_.CreateStream(0, {});
+  ASSERT_THAT(stream, IsOk());
+  {
+    EventPool events(sim_);
+    AllocationCache cache(sim_, events);
+    absl::StatusOr<GraphPool> pool = GraphPool::Create(cache, 0);
+    ASSERT_THAT(pool, IsOk());
+    for (int recording = 0; recording < 2; ++recording) {
+      absl::StatusOr<CaptureScope> scope = pool->BeginCapture(*stream);
+      ASSERT_THAT(scope, IsOk());
+      ASSERT_THAT(sim_.BeginCapture(*stream, SimCaptureMode::kGlobal), IsOk());
+      {
+        absl::StatusOr<PooledAllocation> warm =
+            cache.Allocate(0, 4096, MemoryKind::kDevice, *stream);
+        ASSERT_THAT(warm, IsOk());
+      }
+      Delta();
+      for (int i = 0; i < 3; ++i) {
+        absl::StatusOr<PooledAllocation> block =
+            cache.Allocate(0, 4096, MemoryKind::kDevice, *stream);
+        ASSERT_THAT(block, IsOk());
+        block->Release();
+        EXPECT_EQ(Delta(), 1) << "allocate + release under capture";
+      }
+      absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(*stream);
+      ASSERT_THAT(graph, IsOk());
+      scope->End();
+      ASSERT_THAT(pool->RetainBy(NativeGraphOf(*graph)), IsOk());
+      ASSERT_THAT(sim_.DestroyGraph(*graph), IsOk());
+    }
+    // The first recording's graph was gone when the second began: its block
+    // served the second.
+    EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+    ASSERT_THAT(pool->Release(), IsOk());
   }
   ASSERT_THAT(sim_.DestroyStream(0, *stream), IsOk());
 }

@@ -1,5 +1,6 @@
 // The fault-injection matrix's harness (tests/conformance/fault_matrix_test.cc
-// runs it; the scenarios live there and in fault_matrix_graph_ipc_test.cc):
+// runs it; the scenarios live there, in fault_matrix_graph_ipc_test.cc and in
+// fault_matrix_segments_test.cc):
 // the fault classes and what each injected fault looks like, the
 // expectations a cell states (caller's status code, handles allowed to leak),
 // the pool paths, and the Harness, one cell's world: a simulator behind the
@@ -208,6 +209,12 @@ enum class Path {
   kCacheStable,
   kCacheClose,
   kCacheExitDrain,
+  // The cache's segments (split, merge, give-back before growth):
+  // fault_matrix_segments_test.cc.
+  kCacheSplit,
+  kCacheMerge,
+  kCacheMergedReuse,
+  kCacheGiveBack,
   // Graph pools (gpupool/graph_pool.h) and IPC (gpupool/ipc_handle.h):
   // fault_matrix_graph_ipc_test.cc.
   kGraphScopeOpen,
@@ -418,6 +425,9 @@ constexpr size_t kLarge = 32768;
 // The scenarios of the graph-pool and IPC paths
 // (fault_matrix_graph_ipc_test.cc).
 std::vector<Scenario> GraphIpcScenarios();
+// The scenarios of the cache's split, merge and give-back paths
+// (fault_matrix_segments_test.cc).
+std::vector<Scenario> SegmentScenarios();
 
 }  // namespace gpupool::fault_matrix
 

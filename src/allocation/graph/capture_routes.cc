@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "src/allocation/cache_core.h"
 
 namespace gpupool::internal {
 namespace {
@@ -47,7 +48,10 @@ absl::StatusOr<uint64_t> CaptureRoutes::OpenRoute(
           " already has a capture scope open (one capture at a time)"));
     }
     pool->scope_open = true;
-    if (capture_id != 0) ++pool->captures;
+    if (capture_id != 0) {
+      ++pool->captures;
+      pool->recordings.CaptureBegins();
+    }
   }
   MutexLock lock(&mu_);
   CaptureRoute route;
@@ -100,6 +104,70 @@ void CaptureRoutes::LearnCaptureId(uint64_t route_id, uint64_t capture_id) {
   if (pool == nullptr) return;
   MutexLock pool_lock(&pool->mu);
   ++pool->captures;
+  pool->recordings.CaptureBegins();
+}
+
+std::shared_ptr<GraphPoolState> CaptureRoutes::Match(AllocationCacheCore& core,
+                                                     int device,
+                                                     NativeStream stream,
+                                                     const CaptureInfo& info) {
+  if (info.status == CaptureStatus::kNone) return nullptr;
+  if (info.status == CaptureStatus::kInvalidated) {
+    // No id any more: the capture begun on a route's origin is recognised by
+    // its stream (its blocks stay the pool's until the pool is released).
+    const std::vector<CaptureRoute> routes = Routes(device);
+    for (const CaptureRoute& route : routes) {
+      if (route.origin == stream) return route.pool;
+    }
+    // A side stream joined into an invalidated capture: the one route whose
+    // origin's capture is invalidated too is its (with several, which one is
+    // unknown: the core holds the block).
+    std::shared_ptr<GraphPoolState> match;
+    int matches = 0;
+    for (const CaptureRoute& route : routes) {
+      absl::StatusOr<CaptureInfo> origin =
+          core.backend().GetCaptureInfo(device, route.origin);
+      if (origin.ok() && origin->status == CaptureStatus::kInvalidated) {
+        match = route.pool;
+        ++matches;
+      } else if (!origin.ok() && core.PoisonIfSticky(device, origin.status())) {
+        return nullptr;
+      }
+    }
+    return matches == 1 ? match : nullptr;
+  }
+  {
+    // The common case, every allocation of a capture after its first: the
+    // route already knows the id (no copy of the routes, no runtime call).
+    MutexLock lock(&mu_);
+    for (const CaptureRoute& route : routes_) {
+      if (route.device == device && route.capture_id == info.id) {
+        return route.pool;
+      }
+    }
+  }
+  for (const CaptureRoute& route : Routes(device)) {
+    if (route.capture_id == info.id) return route.pool;
+    // Not learned yet, or a later capture on the origin: a scope kept open
+    // across captures routes each of them (one at a time on its origin).
+    uint64_t id = 0;
+    if (route.origin == stream) {
+      id = info.id;
+    } else {
+      absl::StatusOr<CaptureInfo> origin =
+          core.backend().GetCaptureInfo(device, route.origin);
+      if (origin.ok() && origin->status == CaptureStatus::kActive) {
+        id = origin->id;
+      } else if (!origin.ok() && core.PoisonIfSticky(device, origin.status())) {
+        return nullptr;  // no further runtime call on a dead device
+      }
+    }
+    if (id != 0 && id != route.capture_id) {
+      LearnCaptureId(route.route_id, id);
+    }
+    if (id == info.id) return route.pool;
+  }
+  return nullptr;
 }
 
 std::vector<std::shared_ptr<GraphPoolState>> CaptureRoutes::Pools() const {

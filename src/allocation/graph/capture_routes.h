@@ -21,25 +21,12 @@
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
 #include "src/allocation/block.h"
+#include "src/allocation/graph/recordings.h"
 #include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
 
-// The references to a graph-owned pool (GraphPool::RetainBy): one per graph
-// that retains it, dropped by a user object's destructor on a runtime
-// thread, and the handle's, dropped when the handle lets go. Lock-free: a
-// destructor may take no lock a runtime thread could wait on. The last drop
-// raises `collect` (the router's HasCollectable).
-struct GraphRetain {
-  std::atomic<int64_t> refs{0};
-  std::shared_ptr<std::atomic<bool>> collect;
-
-  void Drop() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      collect->store(true, std::memory_order_release);
-    }
-  }
-};
+class AllocationCacheCore;
 
 struct GraphPoolState {
   GraphPoolState(uint64_t pool_id, int pool_device)
@@ -53,10 +40,14 @@ struct GraphPoolState {
 
   Mutex mu;
   // Blocks the pool holds that no lease holds. Reusable by a capture into
-  // the pool on their `release_stream` when they hold no events; a block
-  // returned after its capture ended holds ready events on the streams it
-  // was used on (fenced, never reused inside the pool).
+  // the pool on their `release_stream` when they hold no events and belong
+  // to the current recording or to none (`owner_tag`, see recordings.h); a
+  // block returned after its capture ended holds ready events on the
+  // streams it was used on (fenced, never reused inside the pool).
   std::vector<AllocationBlock*> free ABSL_GUARDED_BY(mu);
+  // The captures since a graph last retained the pool, and those set apart
+  // while their graphs may still run.
+  PoolRecordings recordings ABSL_GUARDED_BY(mu);
   // Every block of the pool, leased or free (for stats).
   int64_t blocks ABSL_GUARDED_BY(mu) = 0;
   int64_t bytes ABSL_GUARDED_BY(mu) = 0;
@@ -105,6 +96,14 @@ class CaptureRoutes {
   // Records a capture id learned for `route_id` (a later capture on the
   // route's origin replaces the earlier one's).
   void LearnCaptureId(uint64_t route_id, uint64_t capture_id);
+  // The pool whose open route matches the capture `info` of `stream` on
+  // `device` (by capture id; an invalidated capture by its origin stream),
+  // or null. Learns route capture ids on the way (a capture learned begins
+  // a pool's recording): capture queries through `core`, no lock held; a
+  // sticky error poisons the device and matches nothing.
+  std::shared_ptr<GraphPoolState> Match(AllocationCacheCore& core, int device,
+                                        NativeStream stream,
+                                        const CaptureInfo& info);
   // Live pools (weak: a pool dies with its handle and its last block).
   std::vector<std::shared_ptr<GraphPoolState>> Pools() const;
 

@@ -41,12 +41,20 @@ std::shared_ptr<GraphPoolState> PoolOf(const AllocationBlock& block) {
   return std::static_pointer_cast<GraphPoolState>(block.owner);
 }
 
+// What a retaining graph's user object holds: the graph's reference to the
+// pool and to the recording it retained.
+struct RetainToken {
+  std::shared_ptr<GraphRetain> pool;
+  std::shared_ptr<GraphRetain> recording;
+};
+
 // A retaining graph's user object is gone, with every launch that used it:
-// runs on a runtime thread, so no runtime call and no lock, only the count.
+// runs on a runtime thread, so no runtime call and no lock, only the counts.
 void GraphLetGo(void* data) {
-  auto* retain = static_cast<std::shared_ptr<GraphRetain>*>(data);
-  (*retain)->Drop();
-  delete retain;
+  auto* token = static_cast<RetainToken*>(data);
+  token->recording->Drop();
+  token->pool->Drop();
+  delete token;
 }
 
 }  // namespace
@@ -89,65 +97,15 @@ absl::StatusOr<uint64_t> GraphPools::OpenRoute(
   return routes_.OpenRoute(std::move(pool), origin, id);
 }
 
-std::shared_ptr<GraphPoolState> GraphPools::MatchRoute(
-    int device, NativeStream stream, const CaptureInfo& info) {
-  if (info.status == CaptureStatus::kNone) return nullptr;
-  if (info.status == CaptureStatus::kInvalidated) {
-    // No id any more: the capture begun on a route's origin is recognised by
-    // its stream (its blocks stay the pool's until the pool is released).
-    const std::vector<CaptureRoute> routes = routes_.Routes(device);
-    for (const CaptureRoute& route : routes) {
-      if (route.origin == stream) return route.pool;
-    }
-    // A side stream joined into an invalidated capture: the one route whose
-    // origin's capture is invalidated too is its (with several, which one is
-    // unknown: the core holds the block).
-    std::shared_ptr<GraphPoolState> match;
-    int matches = 0;
-    for (const CaptureRoute& route : routes) {
-      absl::StatusOr<CaptureInfo> origin =
-          core_.backend().GetCaptureInfo(device, route.origin);
-      if (origin.ok() && origin->status == CaptureStatus::kInvalidated) {
-        match = route.pool;
-        ++matches;
-      } else if (!origin.ok() &&
-                 core_.PoisonIfSticky(device, origin.status())) {
-        return nullptr;
-      }
-    }
-    return matches == 1 ? match : nullptr;
-  }
-  for (const CaptureRoute& route : routes_.Routes(device)) {
-    if (route.capture_id == info.id) return route.pool;
-    // Not learned yet, or a later capture on the origin: a scope kept open
-    // across captures routes each of them (one at a time on its origin).
-    uint64_t id = 0;
-    if (route.origin == stream) {
-      id = info.id;
-    } else {
-      absl::StatusOr<CaptureInfo> origin =
-          core_.backend().GetCaptureInfo(device, route.origin);
-      if (origin.ok() && origin->status == CaptureStatus::kActive) {
-        id = origin->id;
-      } else if (!origin.ok() &&
-                 core_.PoisonIfSticky(device, origin.status())) {
-        return nullptr;  // no further runtime call on a dead device
-      }
-    }
-    if (id != 0 && id != route.capture_id) {
-      routes_.LearnCaptureId(route.route_id, id);
-    }
-    if (id == info.id) return route.pool;
-  }
-  return nullptr;
-}
-
 std::optional<absl::StatusOr<PooledAllocation>> GraphPools::Allocate(
     AllocationShard& shard, const LeaseRequest& request,
     const CaptureInfo& info) {
   std::shared_ptr<GraphPoolState> pool =
-      MatchRoute(shard.device(), request.stream, info);
+      routes_.Match(core_, shard.device(), request.stream, info);
   if (pool == nullptr) return std::nullopt;
+  // The match may have begun a recording and set apart one whose graphs
+  // are already gone: its blocks serve this capture at once.
+  if (HasCollectable()) Collect();
   return AllocateInPool(std::move(pool), shard, request);
 }
 
@@ -160,8 +118,10 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
   const uint64_t current = core_.generation(shard.device());
   AllocationBlock* reused = nullptr;
   std::vector<AllocationBlock*> stale;
+  uint64_t recording = 0;
   {
     MutexLock lock(&pool->mu);
+    recording = pool->recordings.current();
     std::vector<AllocationBlock*>& free = pool->free;
     for (auto it = free.begin(); it != free.end();) {
       AllocationBlock* block = *it;
@@ -173,10 +133,13 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
         continue;
       }
       // Reusable in stream order: released during a capture on this stream
-      // (no events: never used outside the pool's captures).
+      // (no events: never used outside the pool's captures), by this
+      // recording or by one whose graphs are gone.
       const bool usable = block->kind == shard.kind() &&
                           block->release_stream == request.stream &&
-                          block->events.empty();
+                          block->events.empty() &&
+                          (block->owner_tag == recording ||
+                           block->owner_tag == PoolRecordings::kIdle);
       if (usable && size_class >= 0 && block->size_class == size_class) {
         if (reused == nullptr) {
           reused = block;
@@ -201,6 +164,7 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
     delete block;
   }
   if (reused != nullptr) {
+    reused->owner_tag = recording;
     shard.LeaseKept(reused, request, /*hit=*/true);
     return core_.MakeLease(reused);
   }
@@ -216,6 +180,7 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
     pool->bytes += static_cast<int64_t>(rounded);
   }
   block->owner = std::move(pool);
+  block->owner_tag = recording;
   shard.LeaseNew(block, request,
                  cacheable ? CacheCounter::kMiss : CacheCounter::kUncached);
   return core_.MakeLease(block);
@@ -223,7 +188,8 @@ absl::StatusOr<PooledAllocation> GraphPools::AllocateInPool(
 
 void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
   shard.TakeOutOfUse(block);
-  GraphPoolState& pool = *PoolOf(*block);
+  // The block's owner keeps the pool alive until Forget or GiveBack.
+  GraphPoolState& pool = *static_cast<GraphPoolState*>(block->owner.get());
   if (core_.Leaking()) {
     Forget(pool, shard, block, RetireReason::kLeaked);
     return;
@@ -235,7 +201,11 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
     if (!released && pool.scope_open && block->uses.size() == 1) {
       // Released during a capture into the pool: the graph replays the
       // stream order, so a later allocation of a capture into the pool on
-      // this stream may reuse it.
+      // this stream may reuse it. Its recording keeps it while that
+      // recording's graphs may run; one that is over passes it on.
+      if (pool.recordings.Over(block->owner_tag)) {
+        block->owner_tag = pool.recordings.current();
+      }
       block->release_stream = block->uses[0];
       pool.free.push_back(block);
       return;
@@ -261,9 +231,23 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
                                          : RetireReason::kLeaked);
       return;
     }
-    MutexLock lock(&pool.mu);
-    if (!pool.released) {
-      pool.free.push_back(block);
+    bool over = false;
+    {
+      MutexLock lock(&pool.mu);
+      if (!pool.released && !pool.recordings.Over(block->owner_tag)) {
+        pool.free.push_back(block);
+        return;
+      }
+      over = !pool.released;
+      if (over) {
+        // Its recording is over: no graph that used it is left, and its
+        // events fence every stream it was used on since.
+        pool.bytes -= static_cast<int64_t>(block->size);
+        --pool.blocks;
+      }
+    }
+    if (over) {
+      core_.GiveBack(block, {});
       return;
     }
     // Released meanwhile (after Release took the free list): given back
@@ -379,17 +363,21 @@ absl::Status GraphPools::RetainBy(GraphPoolState& pool, NativeGraph graph) {
       !usable.ok()) {
     return usable;
   }
+  auto* token = new RetainToken{pool.retain, nullptr};
   {
     MutexLock lock(&pool.mu);
     if (pool.released || pool.handle_let_go) {
+      delete token;
       return absl::FailedPreconditionError(absl::StrCat(
           "GraphPool::RetainBy: pool ", pool.id, " was already released"));
     }
+    // The reference of the recording the graph was captured in.
+    token->recording = pool.recordings.RetainCurrent(collect_);
   }
-  auto* token = new std::shared_ptr<GraphRetain>(pool.retain);
   absl::StatusOr<NativeUserObject> object =
       core_.backend().CreateUserObject(pool.device, &GraphLetGo, token);
   if (!object.ok()) {
+    token->recording->Drop();
     delete token;
     if (core_.PoisonIfSticky(pool.device, object.status())) {
       return core_.PoisonedError(pool.device);
@@ -434,6 +422,24 @@ void GraphPools::Collect() {
     std::vector<NativeStream> streams;
     {
       MutexLock lock(&pool->mu);
+      if (!pool->released && pool->recordings.ForgetOver()) {
+        // Recordings whose graphs are gone: their blocks used outside a
+        // capture go back (fenced by their own events), the rest serve
+        // later captures.
+        blocks = pool->recordings.SettleOver(pool->free);
+        for (const AllocationBlock* block : blocks) {
+          pool->bytes -= static_cast<int64_t>(block->size);
+          --pool->blocks;
+        }
+      }
+    }
+    if (!blocks.empty() && !core_.Forked()) {
+      Trace(*pool, "released_by_graphs", blocks);
+      for (AllocationBlock* block : blocks) core_.GiveBack(block, {});
+    }
+    blocks.clear();
+    {
+      MutexLock lock(&pool->mu);
       // A scope still open waits for its end (CloseRoute raises the flag).
       if (!pool->graph_owned || pool->released || pool->scope_open ||
           pool->retain->refs.load(std::memory_order_acquire) != 0) {
@@ -458,7 +464,7 @@ bool GraphPools::Adopt(AllocationShard& shard, AllocationBlock* block,
   // are reused for its device allocations): pinned host memory, or memory of
   // another device joined into the capture, is left to the core to hold.
   std::shared_ptr<GraphPoolState> pool =
-      MatchRoute(block->device, stream, info);
+      routes_.Match(core_, block->device, stream, info);
   if (pool == nullptr || block->kind != MemoryKind::kDevice ||
       block->device != pool->device) {
     return false;

@@ -83,11 +83,6 @@ class GraphPools final : public CaptureRouter {
   // `blocks`' bytes, when the cache's trace is on.
   void Trace(const GraphPoolState& pool, absl::string_view what,
              const std::vector<AllocationBlock*>& blocks);
-  // The pool whose open route matches the capture `info` of `stream` (by
-  // capture id; an invalidated capture by its origin stream), or null.
-  // Learns route capture ids on the way: runtime calls, no lock held.
-  std::shared_ptr<GraphPoolState> MatchRoute(int device, NativeStream stream,
-                                             const CaptureInfo& info);
   absl::StatusOr<PooledAllocation> AllocateInPool(
       std::shared_ptr<GraphPoolState> pool, AllocationShard& shard,
       const LeaseRequest& request);

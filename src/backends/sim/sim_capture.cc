@@ -57,7 +57,7 @@ absl::StatusOr<CaptureStatus> SimCaptureModel::GetCaptureStatus(
     int device, NativeStream stream) {
   absl::Status status = faults_.Enter(SimOp::kCaptureStatus, device);
   if (!status.ok()) return status;
-  ChargeLatency(profile_.query);
+  ChargeLatency(profile_.capture_query);
   DeviceState& d = devices_.device(device);
   SimMisuseLog::Reporter misuse(misuse_);
   absl::MutexLock lock(&d.mu);
@@ -75,7 +75,7 @@ absl::StatusOr<CaptureInfo> SimCaptureModel::GetCaptureInfo(
     int device, NativeStream stream) {
   absl::Status status = faults_.Enter(SimOp::kCaptureStatus, device);
   if (!status.ok()) return status;
-  ChargeLatency(profile_.query);
+  ChargeLatency(profile_.capture_query);
   DeviceState& d = devices_.device(device);
   SimMisuseLog::Reporter misuse(misuse_);
   absl::MutexLock lock(&d.mu);

@@ -29,6 +29,10 @@ SimProfile SimProfile::Cuda() {
   profile.stream_attributes = true;
   // cudaStreamQuery/cudaEventQuery on an idle handle: ~100 ns.
   profile.query = absl::Nanoseconds(100);
+  // Measured: cudaStreamIsCapturing took 65 ns per call on an H100
+  // (runtime_call_probe, docs/benchmarks.md); cudaStreamGetCaptureInfo
+  // reads the same host-side state.
+  profile.capture_query = absl::Nanoseconds(65);
   profile.destroy_blocks_until_idle = false;
   profile.greatest_priority = -5;  // Hopper: [-5, 0].
   profile.least_priority = 0;
@@ -51,6 +55,7 @@ SimProfile SimProfile::RocmMi300x() {
   profile.allocate = absl::Microseconds(50);
   profile.free = absl::Microseconds(40);
   profile.query = absl::Microseconds(2);
+  profile.capture_query = profile.query;  // not measured: as a query
   // hipStreamDestroy waits for the stream's work to finish.
   profile.destroy_blocks_until_idle = true;
   profile.greatest_priority = -1;  // HIP priorities: -1 (high), 0, 1 (low).

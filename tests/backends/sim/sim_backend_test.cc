@@ -815,11 +815,13 @@ TEST(SimBackendTest, ProfilesCarryTheSeedFigures) {
   SimProfile cuda = SimProfile::Cuda();
   EXPECT_EQ(cuda.stream_create, absl::Nanoseconds(1500));
   EXPECT_EQ(cuda.query, absl::Nanoseconds(100));
+  EXPECT_EQ(cuda.capture_query, absl::Nanoseconds(65));  // H100, measured
   EXPECT_FALSE(cuda.destroy_blocks_until_idle);
   EXPECT_FALSE(cuda.supports_cu_mask);
   SimProfile rocm = SimProfile::RocmMi300x();
   EXPECT_EQ(rocm.stream_create, absl::Microseconds(3400));
   EXPECT_EQ(rocm.stream_destroy, absl::Microseconds(3300));
+  EXPECT_EQ(rocm.capture_query, rocm.query);
   EXPECT_TRUE(rocm.destroy_blocks_until_idle);
   EXPECT_TRUE(rocm.supports_cu_mask);
   EXPECT_EQ(rocm.greatest_priority, -1);
