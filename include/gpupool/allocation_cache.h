@@ -109,14 +109,17 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // release beyond it frees the block (once its pending work completed).
   // Default: unbounded, the OOM chain being the safety valve.
   size_t max_cached_bytes = std::numeric_limits<size_t>::max();
-  // Give-back threshold: before asking the runtime for a new segment, wholly
-  // free cached segments too small for the request are freed (up to the
-  // request's size) while the (device, kind)'s cached bytes exceed this
-  // percentage of its bytes in use, the request included — so that memory
-  // stranded in sizes the workload no longer asks for is exchanged rather
-  // than added to. Negative: never (Trim, the cap and the OOM chain alone
-  // give memory back). GPUPOOL_CONF key `give_back_above_percent`.
-  int give_back_above_percent = 25;
+  // Give-back threshold: before asking the runtime for memory (a new
+  // segment, or a block above max_cached_block_bytes), wholly free cached
+  // segments too small for the request are freed (up to the request's size)
+  // while the (device, kind) would hold — in use plus cached, the request
+  // included — more than this percentage above the most it has had in use
+  // at once (or will have, with the request) — so that memory stranded in
+  // sizes the workload no longer asks for is exchanged rather than added
+  // to, and a workload below its peak keeps what its peak needed. Negative:
+  // never (Trim, the cap and the OOM chain alone give memory back).
+  // GPUPOOL_CONF key `give_back_above_percent`.
+  int give_back_above_percent = 10;
   // How memory is cut (chosen by replaying the shipped allocation traces;
   // the results page has the figures). A free block larger than 1 MiB
   // serves only requests of at least 1/max_split_ratio of its size, so that
@@ -133,7 +136,9 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   size_t max_cached_block_bytes = size_t{1} << 30;
   CrossStreamPolicy cross_stream = CrossStreamPolicy::kWaitForCompletion;
   // Blocks released on other streams whose events are checked (one query
-  // per event) per Allocate before asking the runtime for a new block.
+  // per event) per Allocate, when one of them fits the request better than
+  // any block usable at once or none is usable at once; 0: never checked
+  // (a request then takes only blocks usable at once, or a new one).
   int pending_checks_per_allocate = 2;
   // Config of the ready events taken from the EventPool.
   EventConfig event_config = {};

@@ -254,23 +254,24 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   }
 
   // 2. Blocks released on other streams: usable once their events
-  //    completed, or at once when the new stream waits on them.
+  //    completed, or at once when the new stream waits on them. They are
+  //    checked first when they fit better than a block usable at once,
+  //    which is taken when none of them is done yet.
   if (!candidates.empty()) {
     block = TakeFromCandidates(shard, candidates, request);
     if (block != nullptr) return MakeLease(block);
     if (poisoned(device)) return lifetime_.PoisonedError(device);
+    BlockVector none;
+    BlockVector stale_now;
+    block = shard.TakeCached(request, /*pending_checks=*/0, generation(device),
+                             &none, &stale_now);
+    DeleteBlocks(stale_now);
+    if (block != nullptr) return MakeLease(block);
   }
 
   // 3. A new block from the runtime.
-  PollRetiring(shard);
-  // Polling (or freeing) a retired block can meet a sticky fault: no runtime
-  // allocation on a device that just died.
-  if (poisoned(device)) {
-    return AllocationFailed(shard, lifetime_.PoisonedError(device));
-  }
-  ReleaseUnfit(shard, rounded);
-  if (poisoned(device)) {
-    return AllocationFailed(shard, lifetime_.PoisonedError(device));
+  if (absl::Status room = MakeRoomToGrow(shard, rounded); !room.ok()) {
+    return room;
   }
   const uint64_t block_generation = generation(device);
   absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
@@ -284,6 +285,10 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
 
 absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
     AllocationShard& shard, const LeaseRequest& request) {
+  // It grows the memory held as a miss does: the same exchange first.
+  if (absl::Status room = MakeRoomToGrow(shard, request.bytes); !room.ok()) {
+    return room;
+  }
   const uint64_t block_generation = generation(shard.device());
   absl::StatusOr<void*> ptr =
       RuntimeAllocate(*this, shard, request.bytes, request.bytes);

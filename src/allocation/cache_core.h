@@ -255,10 +255,15 @@ class AllocationCacheCore
   Released ReleaseCached(AllocationShard& shard, size_t bytes,
                          bool with_retiring, bool best_match = false,
                          size_t smaller_than = static_cast<size_t>(-1));
-  // Before a new segment of `bytes`: frees wholly free segments too small
-  // for it, worth `bytes` at most, so that reserved memory is exchanged
-  // rather than grown.
-  void ReleaseUnfit(AllocationShard& shard, size_t bytes);
+  // Before a runtime allocation of `bytes` (a new segment, or an uncached
+  // block): polls the oldest retiring block, then, while the shard would
+  // hold more than give_back_above_percent above the most it has had in use
+  // (this request included), frees wholly free segments too small for the
+  // request, largest first, up to the excess and `bytes` at most — so that
+  // memory stranded in sizes no longer asked for is exchanged rather than
+  // added to. The poisoned device's error (counted as a failed allocation)
+  // when a sticky fault met on the way killed the device, else OK.
+  absl::Status MakeRoomToGrow(AllocationShard& shard, size_t bytes);
   Released ReleaseBlocks(AllocationShard& shard, BlockVector blocks);
   // Frees an idle block, or retires it per `state` (kDrop / kLeak).
   absl::Status Dispose(AllocationShard& shard, AllocationBlock* block,

@@ -157,21 +157,30 @@ AllocationBlock* FreeIndex::FindOldestPending(size_t bytes) const {
   return FindOldestPending(bytes, Classes(bytes));
 }
 
-AllocationBlock* FreeIndex::FindUsableAtOnce(size_t bytes,
-                                             NativeStream stream) const {
+AllocationBlock* FreeIndex::FindBestFit(size_t bytes, NativeStream stream,
+                                        bool with_pending) const {
   const Classes classes(bytes);
+  AllocationBlock* best = nullptr;
   if (stream != nullptr) {
-    if (AllocationBlock* block = ServingOrNull(
-            FindSameStream(bytes, classes, stream), bytes, max_split_ratio_)) {
-      return block;
-    }
-    // The newest of a class on the stream may be too small where the
-    // oldest pending one that fits is the stream's too.
-    AllocationBlock* oldest = ServingOrNull(FindOldestPending(bytes, classes),
-                                            bytes, max_split_ratio_);
-    if (oldest != nullptr && oldest->release_stream == stream) return oldest;
+    best = ServingOrNull(FindSameStream(bytes, classes, stream), bytes,
+                         max_split_ratio_);
+    if (best != nullptr && best->size_class <= classes.fits) return best;
   }
-  return ServingOrNull(FindReady(bytes, classes), bytes, max_split_ratio_);
+  // A larger block of the stream's own would be split where a tighter one
+  // may be free elsewhere: the rest of the larger block then strands in a
+  // segment kept by the lease.
+  if (AllocationBlock* ready =
+          ServingOrNull(FindReady(bytes, classes), bytes, max_split_ratio_);
+      ready != nullptr && (best == nullptr || ready->size < best->size)) {
+    best = ready;
+  }
+  AllocationBlock* oldest =
+      ServingOrNull(FindOldestPending(bytes, classes), bytes, max_split_ratio_);
+  if (oldest != nullptr && (best == nullptr || oldest->size < best->size) &&
+      (with_pending || UsableAtOnce(oldest, stream))) {
+    best = oldest;
+  }
+  return best;
 }
 
 AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {

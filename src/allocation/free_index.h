@@ -82,10 +82,23 @@ class FreeIndex {
   AllocationBlock* FindReady(size_t bytes) const;
   // The oldest pending block.
   AllocationBlock* FindOldestPending(size_t bytes) const;
-  // A block a request on `stream` (nullptr: none) may take at once, under
-  // the bounded remainder policy (segment.h): pending on `stream` alone
-  // (the newest, else the oldest pending one if it is), else ready.
-  AllocationBlock* FindUsableAtOnce(size_t bytes, NativeStream stream) const;
+  // The best fit for a request on `stream` (nullptr: none) under the
+  // bounded remainder policy (segment.h): the smallest of the blocks Find
+  // gives pending on `stream` alone, ready, and the oldest pending one —
+  // the last only when `with_pending` or when it is pending on `stream`
+  // alone (a block of another stream is checked before use: see
+  // UsableAtOnce). Ties go to `stream`'s own block, then the ready one; a
+  // block of `stream` of the class asked for is taken without looking
+  // further (nothing fits better: the same-stream hit). At most three
+  // bitmap searches and one hash lookup.
+  AllocationBlock* FindBestFit(size_t bytes, NativeStream stream,
+                               bool with_pending) const;
+  // Whether a request on `stream` may take the listed `block` without a
+  // check: ready, or pending on `stream` alone.
+  static bool UsableAtOnce(const AllocationBlock* block, NativeStream stream) {
+    return block->events.empty() ||
+           (stream != nullptr && block->release_stream == stream);
+  }
 
   // The smallest listed whole segment (segment.h) of at least `bytes`, or
   // nullptr. O(listed blocks) at worst: for the out-of-memory path only.

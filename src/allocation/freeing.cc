@@ -1,11 +1,14 @@
 // Freeing and retiring in the allocation cache: Trim, the exit drain and
 // close, and the one path by which a block leaves the cache — freed through
 // the runtime once provably idle, or retired (dropped / leaked) without a
-// call. Memory the GPU may still touch is never freed. Also the fence and
-// give-back of blocks a capture router kept (FenceKept, GiveBack).
+// call. Memory the GPU may still touch is never freed. Also the exchange
+// before the cache grows (MakeRoomToGrow), and the fence and give-back of
+// blocks a capture router kept (FenceKept, GiveBack).
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "absl/base/optimization.h"
 #include "absl/container/inlined_vector.h"
 #include "src/allocation/cache_core.h"
+#include "src/allocation/size_classes.h"
 #include "src/lifetime/process_state.h"
 
 namespace gpupool::internal {
@@ -161,19 +165,42 @@ size_t AllocationCacheCore::ReleaseCachedFor(AllocationShard& shard,
       .bytes;
 }
 
-void AllocationCacheCore::ReleaseUnfit(AllocationShard& shard, size_t bytes) {
+absl::Status AllocationCacheCore::MakeRoomToGrow(AllocationShard& shard,
+                                                 size_t bytes) {
+  // Polling (or freeing) a retired block can meet a sticky fault: no runtime
+  // allocation on a device that just died.
+  PollRetiring(shard);
   const int percent = options_.give_back_above_percent;
-  if (percent < 0) return;
-  // Only while the shard caches more than `percent` of what it has in use
-  // (this request included): a cache that fits its workload keeps it all.
-  const AllocationCacheStats stats = shard.Stats();
-  const int64_t excess =
-      stats.bytes_cached -
-      (stats.bytes_in_use + static_cast<int64_t>(bytes)) / 100 * percent;
-  if (excess <= 0) return;
-  ReleaseCached(shard, std::min(bytes, static_cast<size_t>(excess)),
-                /*with_retiring=*/false, /*best_match=*/false,
-                /*smaller_than=*/bytes);
+  if (percent >= 0 && !poisoned(shard.device())) {
+    // The budget is the shard's high-water mark of bytes in use (or what it
+    // will have in use, if more): a workload below its peak reuses what its
+    // peak needed, and the memory held stays within `percent` of that peak
+    // wherever wholly free segments can be exchanged. A request beyond every
+    // class (an uncached one may be) counts as the largest class, and the
+    // headroom saturates: no overflow, and such a budget exceeds what is
+    // held.
+    const AllocationCacheStats stats = shard.Stats();
+    const int64_t request =
+        static_cast<int64_t>(std::min(bytes, kMaxSizeClassBytes));
+    const int64_t peak =
+        std::max(stats.peak_bytes_in_use, stats.bytes_in_use + request);
+    const int64_t headroom =
+        peak / 100 > (std::numeric_limits<int64_t>::max() - peak) /
+                         std::max(percent, 1)
+            ? std::numeric_limits<int64_t>::max() - peak
+            : peak / 100 * percent;
+    const int64_t excess =
+        stats.bytes_in_use + stats.bytes_cached + request - (peak + headroom);
+    if (excess > 0) {
+      ReleaseCached(shard, std::min(bytes, static_cast<size_t>(excess)),
+                    /*with_retiring=*/false, /*best_match=*/false,
+                    /*smaller_than=*/bytes);
+    }
+  }
+  if (poisoned(shard.device())) {
+    return AllocationFailed(shard, lifetime_.PoisonedError(shard.device()));
+  }
+  return absl::OkStatus();
 }
 
 AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(

@@ -44,9 +44,9 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
                                              BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  AllocationBlock* block =
-      index_.FindUsableAtOnce(request.lease_bytes, request.stream);
-  if (block != nullptr) {
+  AllocationBlock* block = index_.FindBestFit(
+      request.lease_bytes, request.stream, /*with_pending=*/pending_checks > 0);
+  if (block != nullptr && FreeIndex::UsableAtOnce(block, request.stream)) {
     RemoveCachedLocked(block);
     // Pending on the request's stream alone: the rest keeps the fence (the
     // lease is ordered after it by its stream). Ready: nothing to keep.

@@ -1,9 +1,10 @@
 // Freeing and retiring in the AllocationCache on SimBackend: the
-// max_cached_bytes cap, Trim, retiring blocks with pending work, and
-// requests too large to cache.
+// max_cached_bytes cap, Trim, retiring blocks with pending work, requests
+// too large to cache, and the give-back before the cache grows.
 
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "tests/allocation/sim_fixture.h"
 
@@ -159,6 +160,55 @@ TEST_F(AllocationCacheSimTest, LargeRequestsBypassTheCache) {
   EXPECT_EQ(cache->GetStats().blocks_cached, 1);
 }
 
+// Before the cache asks the runtime for more, wholly free segments too small
+// for the request are exchanged while it would hold more than
+// give_back_above_percent (default 10) above the most it has had in use:
+// only that excess, so a workload below its peak keeps what the peak needed.
+TEST_F(AllocationCacheSimTest, GiveBackKeepsWithinTheBudgetOfThePeak) {
+  auto cache = NewCache();
+  std::vector<PooledAllocation> held;
+  for (int i = 0; i < 10; ++i) {
+    absl::StatusOr<PooledAllocation> allocation = cache->Allocate(0, 10 * kMiB);
+    ASSERT_THAT(allocation, IsOk());
+    held.push_back(*std::move(allocation));
+  }
+  held.resize(4);  // 40 MiB in use after a peak of 100 MiB
+  ASSERT_THAT(cache->Trim(0, 40 * kMiB), IsOk());
+  ASSERT_EQ(sim_.bytes_allocated(0), 80 * kMiB);
+  // 92 MiB held is within 110% of the peak: nothing is given back.
+  absl::StatusOr<PooledAllocation> twelve = cache->Allocate(0, 12 * kMiB);
+  ASSERT_THAT(twelve, IsOk());
+  EXPECT_EQ(cache->GetStats(0).runtime_frees, 2);  // Trim's
+  EXPECT_EQ(sim_.bytes_allocated(0), 92 * kMiB);
+  // 116 MiB would not be: one 10 MiB segment goes (6 MiB over), not 24 MiB.
+  absl::StatusOr<PooledAllocation> big = cache->Allocate(0, 24 * kMiB);
+  ASSERT_THAT(big, IsOk());
+  EXPECT_EQ(cache->GetStats(0).runtime_frees, 3);
+  EXPECT_EQ(sim_.bytes_allocated(0), 106 * kMiB);
+}
+
+// A block too large to cache grows the memory held as a new segment does:
+// the same exchange comes first.
+TEST_F(AllocationCacheSimTest, UncachedAllocationExchangesLikeAMiss) {
+  auto cache = NewCache({.max_cached_block_bytes = 16 * kMiB});
+  {
+    std::vector<PooledAllocation> peak;
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<PooledAllocation> allocation =
+          cache->Allocate(0, 8 * kMiB);
+      ASSERT_THAT(allocation, IsOk());
+      peak.push_back(*std::move(allocation));
+    }
+  }  // four 8 MiB segments cached after a peak of 32 MiB
+  absl::StatusOr<PooledAllocation> big = cache->Allocate(0, 24 * kMiB);
+  ASSERT_THAT(big, IsOk());
+  // 56 MiB against a budget of 35.2: three segments go (20.8 MiB over).
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.uncached_allocations, 1);
+  EXPECT_EQ(stats.runtime_frees, 3);
+  EXPECT_EQ(sim_.bytes_allocated(0), 32 * kMiB);
+}
+
 // A SimBackend that runs `on_query` once, inside the next QueryEvent: another
 // thread's release landing while Allocate checks a pending block outside the
 // shard lock.
@@ -181,6 +231,7 @@ TEST(AllocationCacheCapTest, CheckedBlockPutBackStaysWithinTheCap) {
     AllocationCache cache(sim, events, {.max_cached_bytes = kMiB});
     absl::StatusOr<PooledAllocation> idle = cache.Allocate(0, kMiB);
     ASSERT_THAT(idle, IsOk());
+    void* const idle_block = idle->data();
     void* pending = nullptr;
     {
       absl::StatusOr<PooledAllocation> on_a =
@@ -195,12 +246,16 @@ TEST(AllocationCacheCapTest, CheckedBlockPutBackStaysWithinTheCap) {
     absl::StatusOr<PooledAllocation> on_b =
         cache.Allocate(0, kMiB, MemoryKind::kDevice, b);
     ASSERT_THAT(on_b, IsOk());
+    // The block released meanwhile serves the request (the checked one is
+    // still busy), with no new segment.
     EXPECT_NE(on_b->data(), pending);
+    EXPECT_EQ(on_b->data(), idle_block);
+    EXPECT_EQ(sim.allocations_made(), 2);
     // The still-pending block found no room: it retires (freed once A's work
     // completes) instead of pushing the cache past max_cached_bytes.
     AllocationCacheStats stats = cache.GetStats(0);
-    EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
-    EXPECT_EQ(stats.blocks_cached, 1);
+    EXPECT_EQ(stats.bytes_cached, 0);
+    EXPECT_EQ(stats.blocks_cached, 0);
     EXPECT_EQ(stats.blocks_retiring, 1);
     EXPECT_EQ(stats.bytes_retiring, static_cast<int64_t>(kMiB));
     on_b->Release();

@@ -62,6 +62,8 @@ class SnapshotTest : public AllocationCacheSimTest {
 TEST_F(SnapshotTest, EveryBlockStateWithItsFields) {
   AllocationCacheOptions options;
   options.detect_unregistered_captures = true;
+  // Every segment stays (no give-back before a miss): one block per state.
+  options.give_back_above_percent = -1;
   auto cache = NewCache(options);
   NativeStream a = NewStream();
   NativeStream b = NewStream();

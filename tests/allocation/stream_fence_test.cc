@@ -55,6 +55,59 @@ TEST_F(AllocationCacheSimTest, PendingBlockGoesToItsOwnStreamAtOnceOnly) {
   EXPECT_EQ(stats.hits, 2);
 }
 
+// A request takes the tightest block it may use — another stream's, once
+// its events are checked complete — rather than split a larger one of its
+// own stream, whose rest would strand beside the lease.
+TEST_F(AllocationCacheSimTest, TighterBlockOfAnotherStreamBeatsSplittingOwn) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* tight = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, a);
+    absl::StatusOr<PooledAllocation> on_b =
+        cache->Allocate(0, 16 * kMiB, MemoryKind::kDevice, b);
+    ASSERT_THAT(on_a, IsOk());
+    ASSERT_THAT(on_b, IsOk());
+    tight = on_a->data();
+  }
+  absl::StatusOr<PooledAllocation> lease =
+      cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_EQ(lease->data(), tight);
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 2);
+  EXPECT_EQ(stats.blocks_cached, 1);  // b's block, whole
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(16 * kMiB));
+}
+
+// While the tighter block's work still runs, the stream's own block serves:
+// checking first never costs a new segment.
+TEST_F(AllocationCacheSimTest, BusyTighterBlockFallsBackToTheStreamsOwn) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* own = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, a);
+    absl::StatusOr<PooledAllocation> on_b =
+        cache->Allocate(0, 16 * kMiB, MemoryKind::kDevice, b);
+    ASSERT_THAT(on_a, IsOk());
+    ASSERT_THAT(on_b, IsOk());
+    own = on_b->data();
+    sim_.SubmitWork(a, absl::InfiniteDuration());
+    sim_.SubmitWork(b, absl::InfiniteDuration());
+  }
+  absl::StatusOr<PooledAllocation> lease =
+      cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(lease, IsOk());
+  EXPECT_EQ(lease->data(), own);  // split: b's work is ordered before it
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  sim_.CompleteAllWork();  // the cache's end waits for the blocks' work
+}
+
 TEST_F(AllocationCacheSimTest, WaitOnStreamPolicyHandsOverWithAStreamWait) {
   auto cache = NewCache({.cross_stream = CrossStreamPolicy::kWaitOnStream});
   NativeStream a = NewStream();
