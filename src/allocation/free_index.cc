@@ -77,12 +77,17 @@ void FreeIndex::Insert(AllocationBlock* block, bool oldest) {
   }
   pending_classes_.Set(size_class);
   if (block->release_stream == nullptr) return;
-  auto [it, inserted] = by_stream_.try_emplace(block->release_stream);
+  StreamBins* entry = StreamEntry(block->release_stream);
+  const bool inserted = entry == nullptr;
   if (inserted) {
-    it->second = std::make_unique<StreamBins>();
-    it->second->lists.resize(bins_.size());
+    auto made = std::make_unique<StreamBins>();
+    made->lists.resize(bins_.size());
+    entry = made.get();
+    by_stream_.emplace(block->release_stream, std::move(made));
+    memo_stream_ = block->release_stream;
+    memo_entry_ = entry;
   }
-  StreamBins& stream = *it->second;
+  StreamBins& stream = *entry;
   if (oldest) {
     stream.lists[size_class].PushBack(block);
   } else {
@@ -126,9 +131,9 @@ AllocationBlock* FreeIndex::Find(size_t bytes, Classes classes,
 
 AllocationBlock* FreeIndex::FindSameStream(size_t bytes, Classes classes,
                                            NativeStream stream) const {
-  auto it = by_stream_.find(stream);
-  if (it == by_stream_.end()) return nullptr;
-  const StreamBins& bins = *it->second;
+  const StreamBins* entry = StreamEntry(stream);
+  if (entry == nullptr) return nullptr;
+  const StreamBins& bins = *entry;
   return Find(bytes, classes, bins.classes,
               [&](int c) { return bins.lists[c].front(); });
 }
@@ -204,8 +209,19 @@ AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {
   return nullptr;
 }
 
+FreeIndex::StreamBins* FreeIndex::StreamEntry(NativeStream stream) const {
+  if (stream == memo_stream_ && stream != nullptr) return memo_entry_;
+  auto it = by_stream_.find(stream);
+  if (it == by_stream_.end()) return nullptr;
+  memo_stream_ = stream;
+  memo_entry_ = it->second.get();
+  return memo_entry_;
+}
+
 void FreeIndex::SweepIdleStreams() {
   // Streams come and go (user-created ones too): keep the map small.
+  memo_stream_ = nullptr;
+  memo_entry_ = nullptr;
   for (auto it = by_stream_.begin(); it != by_stream_.end();) {
     if (it->second->classes.empty()) {
       by_stream_.erase(it++);

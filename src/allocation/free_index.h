@@ -150,6 +150,9 @@ class FreeIndex {
   static constexpr size_t kMaxIdleStreams = 64;
 
   void SweepIdleStreams();
+  // The entry of `stream`, or nullptr: the last one looked up answers
+  // without hashing (a same-stream cycle looks up one stream twice).
+  StreamBins* StreamEntry(NativeStream stream) const;
   // Find's search over lists indexed by class: `head(c)` is the head of the
   // list of class c (nullptr when empty).
   // The classes Find searches for `bytes`: the one it falls in, and the
@@ -177,6 +180,11 @@ class FreeIndex {
   ClassBitmap pending_classes_;
   // unique_ptr: a listed block points at its stream's entry.
   absl::flat_hash_map<NativeStream, std::unique_ptr<StreamBins>> by_stream_;
+  // StreamEntry's memo; an entry lives until SweepIdleStreams, which clears
+  // it. Mutable: a lookup from a const search fills it (callers hold the
+  // shard's lock, as for every other member).
+  mutable NativeStream memo_stream_ = nullptr;
+  mutable StreamBins* memo_entry_ = nullptr;
 };
 
 }  // namespace gpupool::internal

@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "src/allocation/segment.h"
 #include "src/allocation/size_classes.h"
 
@@ -24,8 +22,8 @@ AllocationShard::AllocationShard(int device, MemoryKind kind,
       device_cached_bytes_(device_cached_bytes),
       index_(size_class_count, max_split_ratio) {}
 
-// No lock: nothing else references a shard being destroyed, and in a fork()
-// child the lock may be held forever by a thread that no longer exists.
+// No lock: nothing else references a shard being destroyed; a fork() child's
+// lock may be held forever by a thread that no longer exists.
 AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   BlockVector blocks;
   TakeAllCachedLocked(&blocks);
@@ -55,7 +53,13 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
     LeaseLocked(block, request);
     return block;
   }
-  for (int i = 0; i < pending_checks; ++i) {
+  // Not usable at once, the best fit is the oldest pending block (given
+  // only when pending_checks > 0): the first to check.
+  if (block != nullptr) {
+    RemoveCachedLocked(block);
+    candidates->push_back(block);
+  }
+  while (static_cast<int>(candidates->size()) < pending_checks) {
     AllocationBlock* candidate = TakeOldestPendingLocked(request.lease_bytes);
     if (candidate == nullptr) break;
     candidates->push_back(candidate);
@@ -423,8 +427,7 @@ void AllocationShard::TakeStale(uint64_t generation, BlockVector* stale) {
 }
 
 void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
-  // Generations only grow; a caller that read an older one than a
-  // concurrent caller must not drop the newer generation's blocks.
+  // Generations only grow: a late caller never drops a newer one's blocks.
   if (generation <= seen_generation_) return;
   seen_generation_ = generation;
   // Stashed events may be the dead generation's: out, uncounted (not blocks).
@@ -432,17 +435,14 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
     out->push_back(carrier);
   }
   int64_t dropped = 0;
-  index_.ForEachLargestFirst([&](AllocationBlock* block)
-                                 ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                   if (block->generation != generation) {
-                                     RemoveCachedLocked(block);
-                                     // Counted once per segment: with its last
-                                     // block.
-                                     dropped += DetachFromSegment(block);
-                                     out->push_back(block);
-                                   }
-                                   return true;
-                                 });
+  auto drop = [&](AllocationBlock* block) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (block->generation == generation) return true;
+    RemoveCachedLocked(block);
+    dropped += DetachFromSegment(block);  // once per segment: its last block
+    out->push_back(block);
+    return true;
+  };
+  index_.ForEachLargestFirst(drop);
   for (AllocationBlock* block = retiring_.front(); block != nullptr;) {
     AllocationBlock* next = PrimaryList::Next(block);
     if (block->generation != generation) {

@@ -106,8 +106,9 @@ class alignas(kCacheLine) AllocationShard {
   // (FreeIndex::FindBestFit) when it is usable at once — pending on
   // `request.stream` alone, or ready — split to that size, leased and
   // counted as a hit. Else nullptr, with up to `pending_checks` of the
-  // oldest pending blocks that fit moved to `candidates` for the caller to
-  // check (with none, the best block usable at once is taken).
+  // oldest pending blocks that fit moved to `candidates` (empty on entry)
+  // for the caller to check (with none, the best block usable at once is
+  // taken).
   AllocationBlock* TakeCached(const LeaseRequest& request, int pending_checks,
                               uint64_t generation, BlockVector* candidates,
                               BlockVector* stale);

@@ -25,9 +25,27 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   // Re-recording an event is allowed whatever its previous record's state,
   // and nothing else waits on these.
   const int device = block->device;
+  block->release_stream = nullptr;
+  if (block->uses.size() == 1 && block->events.size() == 1) {
+    // The steady same-stream cycle: the event of the block's last release,
+    // kept through its hit, is re-recorded where it is.
+    NativeStream stream = block->uses.front();
+    absl::Status status =
+        backend_.RecordEvent(device, block->events.front().get(), stream);
+    if (ABSL_PREDICT_TRUE(status.ok())) {
+      block->release_stream = stream;
+      return BlockState::kPending;
+    }
+    absl::StatusOr<PooledEvent> event = std::move(block->events.front());
+    block->events.clear();
+    if (std::optional<BlockState> state =
+            NoReadyEvent(block, stream, event, status)) {
+      return *state;
+    }
+    return BlockState::kIdle;
+  }
   BlockEvents spares = std::move(block->events);
   block->events.clear();
-  block->release_stream = nullptr;
   NativeStream single_stream = nullptr;
   for (NativeStream stream : block->uses) {
     absl::StatusOr<PooledEvent> event =
@@ -43,24 +61,10 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
         block->events.push_back(*std::move(event));
         continue;
       }
-      if (FaultOf(status) != Fault::kDevice) event->Discard();
     }
-    BlockState state = ReactTo(device, status);
-    // Discarding the event may itself have met a sticky fault: then the
-    // device is dead and nothing more may be called on it.
-    if (health_.is_poisoned(device)) state = BlockState::kDrop;
-    if (state == BlockState::kDrop || state == BlockState::kLeak) {
-      block->events.clear();
-      return state;
-    }
-    // No event: make sure this stream's work is done the slow way.
-    absl::Status synced = backend_.SynchronizeStream(device, stream);
-    if (!synced.ok()) {
-      state = ReactTo(device, synced);
-      block->events.clear();
-      // The work may still touch the memory and we cannot tell when it
-      // stops: never reuse or free it.
-      return state == BlockState::kDrop ? BlockState::kDrop : BlockState::kLeak;
+    if (std::optional<BlockState> state =
+            NoReadyEvent(block, stream, event, status)) {
+      return *state;
     }
   }
   if (block->events.size() == 1) block->release_stream = single_stream;
@@ -69,6 +73,31 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   // return would query each and an acquire draw from the pool again.
   while (!spares.empty()) block->spare_events.push_back(TakeSpare(&spares));
   return block->events.empty() ? BlockState::kIdle : BlockState::kPending;
+}
+
+std::optional<BlockState> StreamOrderFence::NoReadyEvent(
+    AllocationBlock* block, NativeStream stream,
+    absl::StatusOr<PooledEvent>& event, const absl::Status& status) {
+  const int device = block->device;
+  if (event.ok() && FaultOf(status) != Fault::kDevice) event->Discard();
+  BlockState state = ReactTo(device, status);
+  // Discarding the event may itself have met a sticky fault: then the
+  // device is dead and nothing more may be called on it.
+  if (health_.is_poisoned(device)) state = BlockState::kDrop;
+  if (state == BlockState::kDrop || state == BlockState::kLeak) {
+    block->events.clear();
+    return state;
+  }
+  // No event: make sure this stream's work is done the slow way.
+  absl::Status synced = backend_.SynchronizeStream(device, stream);
+  if (!synced.ok()) {
+    state = ReactTo(device, synced);
+    block->events.clear();
+    // The work may still touch the memory and we cannot tell when it
+    // stops: never reuse or free it.
+    return state == BlockState::kDrop ? BlockState::kDrop : BlockState::kLeak;
+  }
+  return std::nullopt;
 }
 
 BlockState StreamOrderFence::QueryEvents(AllocationBlock* block,

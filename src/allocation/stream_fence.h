@@ -11,7 +11,10 @@
 #ifndef GPUPOOL_SRC_ALLOCATION_STREAM_FENCE_H_
 #define GPUPOOL_SRC_ALLOCATION_STREAM_FENCE_H_
 
+#include <optional>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gpupool/backend.h"
 #include "gpupool/device_health.h"
 #include "gpupool/event_pool.h"
@@ -59,6 +62,14 @@ class StreamOrderFence {
   // Device faults poison the device (kDrop), shutdown means leak; anything
   // else is left to the caller (kIdle).
   BlockState ReactTo(int device, const absl::Status& status);
+  // After `stream` got no ready event (`status`: why; `event`, when there
+  // was one, is discarded unless the device faulted): its work is waited
+  // for the slow way. Returns kDrop or kLeak when the block must not be
+  // reused, else nullopt (the stream's work is done).
+  std::optional<BlockState> NoReadyEvent(AllocationBlock* block,
+                                         NativeStream stream,
+                                         absl::StatusOr<PooledEvent>& event,
+                                         const absl::Status& status);
   BlockState ReactToEventFault(AllocationBlock* block,
                                const absl::Status& status);
 

@@ -3,6 +3,7 @@
 // a stream wait, and the ready events' round trip through the EventPool.
 
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gpupool/event_pool.h"
@@ -310,6 +311,58 @@ TEST_F(AllocationCacheSimTest, SameStreamReuseIsKeyedByTheStreamHandleValue) {
                 sim_.calls(SimOp::kEventSynchronize),
             syncs);
   sim_.CompleteAllWork();  // the cache's destructor waits for pending work
+}
+
+// The free index remembers the last stream it looked up; the entries of
+// streams with nothing cached are swept once more than 64 streams have been
+// seen. Going back to a stream after the sweep finds its block again, and
+// never another stream's pending one.
+TEST_F(AllocationCacheSimTest, SameStreamReuseSurvivesTheIdleStreamSweep) {
+  auto cache = NewCache();
+  constexpr int kStreams = 80;
+  std::vector<NativeStream> streams;
+  std::vector<void*> blocks;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(NewStream());
+    absl::StatusOr<PooledAllocation> lease =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, streams.back());
+    ASSERT_THAT(lease, IsOk());
+    blocks.push_back(lease->data());
+    sim_.SubmitWork(streams.back(), absl::InfiniteDuration());
+  }
+  // Every stream takes its block back and holds it: every stream's entry
+  // is empty, and the next new stream sweeps them all.
+  std::vector<PooledAllocation> held;
+  for (int i = 0; i < kStreams; ++i) {
+    absl::StatusOr<PooledAllocation> again =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, streams[i]);
+    ASSERT_THAT(again, IsOk());
+    EXPECT_EQ(again->data(), blocks[i]) << "stream " << i;
+    held.push_back(*std::move(again));
+  }
+  NativeStream late = NewStream();
+  {
+    absl::StatusOr<PooledAllocation> lease =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, late);
+    ASSERT_THAT(lease, IsOk());
+    sim_.SubmitWork(late, absl::InfiniteDuration());
+  }
+  held.clear();  // each pending again on its own stream
+  // Each stream, in an order that crosses the memo, gets its own block
+  // back and nothing else.
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kStreams; ++i) {
+      const int s = (i * 7 + round) % kStreams;
+      absl::StatusOr<PooledAllocation> again =
+          cache->Allocate(0, kMiB, MemoryKind::kDevice, streams[s]);
+      ASSERT_THAT(again, IsOk());
+      EXPECT_EQ(again->data(), blocks[s]) << "stream " << s;
+    }
+  }
+  EXPECT_EQ(sim_.allocations_made(), kStreams + 1);
+  EXPECT_EQ(cache->GetStats().hits, 3 * kStreams);
+  sim_.CompleteAllWork();  // the cache's destructor waits for pending work
+  EXPECT_EQ(sim_.misuse_count(), 0);
 }
 
 }  // namespace
