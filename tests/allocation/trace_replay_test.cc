@@ -67,6 +67,9 @@ struct TraceCase {
   // small margin (docs/benchmarks.md has the figures).
   double max_ratio;
   int64_t max_mallocs;
+  // Whether the cache settles: no runtime malloc or free from the fourth
+  // replay on (else: a few per replay, fewer than one per 50 allocations).
+  bool settles;
 };
 
 class TraceReplayTest : public ::testing::TestWithParam<TraceCase> {
@@ -114,6 +117,25 @@ TEST_P(TraceReplayTest, HoldsLittleMoreThanPeakLiveAndWarmsUpOnce) {
                 static_cast<long long>(sim.allocations_freed() - freed));
     EXPECT_LE(sim.allocations_made() - made, trace->allocations / 50);
     EXPECT_LE(sim.allocations_freed() - freed, trace->allocations / 50);
+
+    // Steady: replays 3 to 5 stay within the same bound, and a trace whose
+    // shapes repeat (training steps, test clients) settles to none.
+    for (int pass = 3; pass <= 5; ++pass) {
+      const int64_t made_before = sim.allocations_made();
+      const int64_t freed_before = sim.allocations_freed();
+      ASSERT_THAT(bench::Replay(*trace, streams, replay), IsOk());
+      const int64_t made_now = sim.allocations_made() - made_before;
+      const int64_t freed_now = sim.allocations_freed() - freed_before;
+      std::printf("%s replay %d: %lld runtime mallocs, %lld frees\n",
+                  GetParam().name, pass, static_cast<long long>(made_now),
+                  static_cast<long long>(freed_now));
+      EXPECT_LE(made_now, trace->allocations / 50) << "replay " << pass;
+      EXPECT_LE(freed_now, trace->allocations / 50) << "replay " << pass;
+      if (GetParam().settles && pass >= 4) {
+        EXPECT_EQ(made_now, 0) << "replay " << pass;
+        EXPECT_EQ(freed_now, 0) << "replay " << pass;
+      }
+    }
   }
   for (void* stream : streams)
     ASSERT_THAT(sim.DestroyStream(0, stream), IsOk());
@@ -252,9 +274,9 @@ TEST(GiveBackTest, TheDefaultIsNotBeatenOnEveryTrace) {
 
 INSTANTIATE_TEST_SUITE_P(
     ShippedTraces, TraceReplayTest,
-    ::testing::Values(TraceCase{"transformer_training", 1.03, 180},
-                      TraceCase{"inference_server", 1.13, 170},
-                      TraceCase{"test_suite", 1.12, 125}),
+    ::testing::Values(TraceCase{"transformer_training", 1.03, 180, true},
+                      TraceCase{"inference_server", 1.13, 170, false},
+                      TraceCase{"test_suite", 1.12, 125, true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
