@@ -206,7 +206,7 @@ bool LeaveSegment(AllocationBlock* block, bool leaked, BlockRecords* records,
   return first;
 }
 
-int64_t DetachAll(const std::vector<AllocationBlock*>& blocks) {
+int64_t DetachAll(absl::Span<AllocationBlock* const> blocks) {
   int64_t last = 0;
   for (AllocationBlock* block : blocks) last += DetachFromSegment(block);
   return last;

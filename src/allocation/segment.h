@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 #include "src/allocation/block.h"
 
 namespace gpupool::internal {
@@ -133,7 +134,7 @@ AllocationBlock* CarryOut(SpareEvents* stash, BlockRecords* records);
 // segment's last block.
 bool DetachFromSegment(AllocationBlock* block);
 // Detaches each of `blocks`: the number of segments whose last block it was.
-int64_t DetachAll(const std::vector<AllocationBlock*>& blocks);
+int64_t DetachAll(absl::Span<AllocationBlock* const> blocks);
 // Unlinks `block` from its segment: true when the segment departs with it
 // (the caller counts it then). A dropped part's segment died with its
 // context (the rest are dropped too, never freed), but a `leaked` part may
