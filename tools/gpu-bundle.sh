@@ -8,6 +8,8 @@
 #   bundle/bin/tests/*       every GoogleTest binary CTest knows, except those
 #                            that need the build tree or sources at run time
 #   bundle/bin/bench/*       every benchmark binary (benchmarks/*_bench)
+#   bundle/traces/*.trace    the allocation traces allocator_peers_bench
+#                            replays
 #   bundle/bin/gpupool_cuda_probe
 #   bundle/bin/runtime_call_probe   per-call runtime costs, capture rules
 #   bundle/lib/libgpupool_preload.so  run over the real runtime by run_all.sh
@@ -129,6 +131,9 @@ staged+=("$bundle/bin/runtime_call_probe")
 cp "$build_dir/src/preload/libgpupool_preload.so" "$bundle/lib/"
 staged+=("$bundle/lib/libgpupool_preload.so")
 install -m 0755 tests/gpu/run_all.sh "$bundle/run_all.sh"
+# The traces allocator_peers_bench replays.
+mkdir -p "$bundle/traces"
+cp benchmarks/peers/traces/*.trace "$bundle/traces/"
 if [[ ! -x "$bundle/bin/tests/illegal_address_test" ]]; then
   echo "gpu-bundle: illegal_address_test was not built" >&2
   exit 1

@@ -19,7 +19,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-TIMED = re.compile(r"^peers/(\w+)/(null|profile)/(\w+)/real_time(?:/threads:(\d+))?$")
+TIMED = re.compile(r"^peers/(\w+)/(null|profile|real)/(\w+)/real_time(?:/threads:(\d+))?$")
 REPLAY = re.compile(r"^replay/(\w+)/(\w+)/iterations:1/real_time$")
 PEERS = ("gpupool", "cub_default", "cub_fair")
 
@@ -57,7 +57,7 @@ def write_svg(path, cases, order):
     bar_h, gap, left, width = 14, 6, 170, 420
     scale = width / 3.0  # 0..3x
     rows = []
-    for costs in ("null", "profile"):
+    for costs in ("null", "profile", "real"):
         for label in order:
             peers = cases.get((costs, label), {})
             if all(p in peers for p in PEERS):
@@ -117,7 +117,9 @@ def main():
           f"{sorted(reps)} -->")
     order = ["same_stream", "cross_stream", "mixed_sizes"] + [
         f"{t} thread(s)" for t in (1, 2, 4, 8)]
-    for costs in ("null", "profile"):
+    for costs in ("null", "profile", "real"):
+        if not any(key[0] == costs for key in cases):
+            continue
         print(f"\n**{costs} runtime**\n")
         print("| case | runtime calls per cycle (gpupool / CUB default / "
               "CUB fair) | CPU ns per cycle | gpupool ÷ CUB default | "

@@ -6,6 +6,9 @@
 // counted, and charged by one of two cost models, both in every run:
 //   null     calls cost nothing: the allocators' own CPU cost;
 //   profile  each call costs what it measured on an H100.
+// With GPUPOOL_BENCH_CUDART_REAL naming the real libcudart the stand-in
+// forwards every call to it (still counting): the one model is then "real",
+// both allocators on a real device (tests/gpu/run_all.sh runs it so).
 //
 //   peers/same_stream/<costs>/<peer>    1 MiB on one stream, allocate + free
 //   peers/cross_stream/<costs>/<peer>   1 MiB, alternating two streams: each
@@ -81,6 +84,15 @@ constexpr size_t kHitBytes = size_t{1} << 20;
 constexpr int kMixedLive = 8;
 
 // --- timed cycles
+
+// Which runtime answered the calls, for each result's label.
+const char* CostsLabel(int costs) {
+  if (gpupool_bench_cudart_real_runtime() != nullptr) {
+    return "real cudart, calls counted";
+  }
+  return costs == kGpupoolBenchCostsNull ? "stand-in cudart: null"
+                                         : "stand-in cudart: profile";
+}
 
 struct Streams {
   std::vector<cudaStream_t> handles;
@@ -212,8 +224,7 @@ enum class Case { kSameStream, kCrossStream, kMixedSizes };
 void RunCase(benchmark::State& state, Backend& backend, Case which,
              PeerKind kind, int costs) {
   gpupool_bench_cudart_set_costs(costs);
-  state.SetLabel(costs == kGpupoolBenchCostsNull ? "stand-in cudart: null"
-                                                 : "stand-in cudart: profile");
+  state.SetLabel(CostsLabel(costs));
   Streams streams(which == Case::kCrossStream ? 2 : 1);
   WithPeer(kind, backend, [&](auto& peer) {
     switch (which) {
@@ -240,8 +251,7 @@ SharedPeers* shared_peers = nullptr;
 
 void RunThreaded(benchmark::State& state, PeerKind kind, int costs) {
   if (state.thread_index() == 0) gpupool_bench_cudart_set_costs(costs);
-  state.SetLabel(costs == kGpupoolBenchCostsNull ? "stand-in cudart: null"
-                                                 : "stand-in cudart: profile");
+  state.SetLabel(CostsLabel(costs));
   Streams stream(1);
   switch (kind) {
     case PeerKind::kGpupool:
@@ -292,7 +302,7 @@ void RunReplay(benchmark::State& state, Backend& backend,
                const std::shared_ptr<Trace>& trace, PeerKind kind) {
   // What a replay measures is memory and calls; its time is not a result.
   gpupool_bench_cudart_set_costs(kGpupoolBenchCostsNull);
-  state.SetLabel("stand-in cudart: null");
+  state.SetLabel(CostsLabel(kGpupoolBenchCostsNull));
   Streams streams(trace->streams);
   const std::vector<void*> stream_handles(streams.handles.begin(),
                                           streams.handles.end());
@@ -352,8 +362,11 @@ int Register(Backend& backend, const std::string& trace_dir) {
       {"same_stream", Case::kSameStream},
       {"cross_stream", Case::kCrossStream},
       {"mixed_sizes", Case::kMixedSizes}};
-  const std::pair<const char*, int> cost_models[] = {
+  // Over a real runtime its own costs are the only model ("real").
+  const bool real = gpupool_bench_cudart_real_runtime() != nullptr;
+  std::vector<std::pair<const char*, int>> cost_models = {
       {"null", kGpupoolBenchCostsNull}, {"profile", kGpupoolBenchCostsProfile}};
+  if (real) cost_models = {{"real", kGpupoolBenchCostsNull}};
   for (const auto& [case_name, which] : cases) {
     for (const auto& [costs_name, costs] : cost_models) {
       for (PeerKind kind : kTimedPeers) {
@@ -434,6 +447,13 @@ int Main(int argc, char** argv) {
       --i;
     }
   }
+  if (const char* error = gpupool_bench_cudart_real_error()) {
+    std::fprintf(stderr,
+                 "allocator_peers_bench: GPUPOOL_BENCH_CUDART_REAL=%s did not "
+                 "load: %s\n",
+                 std::getenv("GPUPOOL_BENCH_CUDART_REAL"), error);
+    return 2;
+  }
   UseLinkedStandIn();
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       MakeBenchBackend("cuda", "");
@@ -465,8 +485,15 @@ int Main(int argc, char** argv) {
   shared_peers = &peers;
   int status = Register(**backend, trace_dir);
   if (status != 0) return status;
-  benchmark::AddCustomContext("gpupool_backend", "cuda over stand-in cudart");
-  benchmark::AddCustomContext("gpupool_simulated", "true");
+  if (const char* real = gpupool_bench_cudart_real_runtime()) {
+    benchmark::AddCustomContext(
+        "gpupool_backend",
+        absl::StrCat("cuda over ", real, " (calls counted by the stand-in)"));
+    benchmark::AddCustomContext("gpupool_simulated", "false");
+  } else {
+    benchmark::AddCustomContext("gpupool_backend", "cuda over stand-in cudart");
+    benchmark::AddCustomContext("gpupool_simulated", "true");
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
   benchmark::RunSpecifiedBenchmarks();

@@ -10,6 +10,7 @@
 #include "benchmarks/peers/bench_cudart.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -148,10 +150,60 @@ struct Stream {
 thread_local int current_device = 0;
 thread_local cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
 
+// Forwarding mode: with GPUPOOL_BENCH_CUDART_REAL naming a real CUDA runtime
+// library, every entry point is still counted here and then made by that
+// library, at its own cost (no latency is charged). Both allocators then run
+// over the real runtime and a real device with their calls counted as before.
+struct RealRuntime {
+  void* handle = nullptr;
+  const char* path = nullptr;
+  std::string error;
+};
+
+const RealRuntime& Real() {
+  static const RealRuntime* real = [] {
+    auto* r = new RealRuntime;
+    const char* path = std::getenv("GPUPOOL_BENCH_CUDART_REAL");
+    if (path == nullptr || *path == '\0') return r;
+    r->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (r->handle == nullptr) {
+      const char* error = dlerror();
+      r->error = error != nullptr ? error : "dlopen failed";
+    } else {
+      r->path = path;
+    }
+    return r;
+  }();
+  return *real;
+}
+
+template <typename Fn>
+Fn RealEntry(const char* name) {
+  void* handle = Real().handle;
+  return handle != nullptr ? reinterpret_cast<Fn>(dlsym(handle, name))
+                           : nullptr;
+}
+
 }  // namespace
+
+// Makes the call through the real runtime when forwarding (the entry point is
+// looked up once per process).
+#define FORWARD(name, ...)                                            \
+  do {                                                                \
+    static const auto real_entry = RealEntry<decltype(&name)>(#name); \
+    if (real_entry != nullptr) return real_entry(__VA_ARGS__);        \
+  } while (0)
+
+namespace {}  // namespace
 
 #define BENCH_EXPORT extern "C" __attribute__((visibility("default")))
 
+BENCH_EXPORT const char* gpupool_bench_cudart_real_runtime(void) {
+  return Real().path;
+}
+BENCH_EXPORT const char* gpupool_bench_cudart_real_error(void) {
+  return Real().error.empty() ? nullptr : Real().error.c_str();
+}
 BENCH_EXPORT int gpupool_bench_cudart_set_costs(int costs) {
   return CostModel().exchange(costs);
 }
@@ -191,6 +243,7 @@ BENCH_EXPORT void gpupool_bench_cudart_reset_peak(void) {
 
 BENCH_EXPORT const char* cudaGetErrorName(cudaError_t error) {
   Call(0);
+  FORWARD(cudaGetErrorName, error);
   switch (error) {
     case cudaSuccess:
       return "cudaSuccess";
@@ -213,19 +266,23 @@ BENCH_EXPORT const char* cudaGetErrorString(cudaError_t error) {
 }
 BENCH_EXPORT cudaError_t cudaGetLastError(void) {
   Call(0);
+  FORWARD(cudaGetLastError);
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaPeekAtLastError(void) {
   Call(0);
+  FORWARD(cudaPeekAtLastError);
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaDriverGetVersion(int* version) {
   Call(0);
+  FORWARD(cudaDriverGetVersion, version);
   *version = 13000;
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
   Call(0);
+  FORWARD(cudaRuntimeGetVersion, version);
   *version = 13000;
   return cudaSuccess;
 }
@@ -234,18 +291,21 @@ BENCH_EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
 
 BENCH_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
   Call(0);
+  FORWARD(cudaGetDeviceCount, count);
   if (count == nullptr) return cudaErrorInvalidValue;
   *count = 1;
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaGetDevice(int* device) {
   Call(0);
+  FORWARD(cudaGetDevice, device);
   if (device == nullptr) return cudaErrorInvalidValue;
   *device = current_device;
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaSetDevice(int device) {
   Call(0);
+  FORWARD(cudaSetDevice, device);
   if (device != 0) return cudaErrorInvalidDevice;
   current_device = device;
   return cudaSuccess;
@@ -253,20 +313,24 @@ BENCH_EXPORT cudaError_t cudaSetDevice(int device) {
 BENCH_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int* least,
                                                           int* greatest) {
   Call(0);
+  FORWARD(cudaDeviceGetStreamPriorityRange, least, greatest);
   if (least != nullptr) *least = 0;
   if (greatest != nullptr) *greatest = -5;
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   Call(0);
+  FORWARD(cudaDeviceSynchronize);
   return cudaSuccess;
 }
 
 // --- streams and capture
 
 BENCH_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream,
-                                                      unsigned int, int) {
+                                                      unsigned int flags,
+                                                      int priority) {
   Call(kStreamCreateNs);
+  FORWARD(cudaStreamCreateWithPriority, stream, flags, priority);
   if (stream == nullptr) return cudaErrorInvalidValue;
   *stream = reinterpret_cast<cudaStream_t>(new Stream{current_device});
   return cudaSuccess;
@@ -280,43 +344,52 @@ BENCH_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* stream) {
 }
 BENCH_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   Call(kStreamDestroyNs);
+  FORWARD(cudaStreamDestroy, stream);
   if (stream == nullptr) return cudaErrorInvalidResourceHandle;
   delete reinterpret_cast<Stream*>(stream);
   return cudaSuccess;
 }
-BENCH_EXPORT cudaError_t cudaStreamQuery(cudaStream_t) {
+BENCH_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
   Call(kStreamQueryNs);
+  FORWARD(cudaStreamQuery, stream);
   return cudaSuccess;
 }
-BENCH_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t) {
+BENCH_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   Call(0);
+  FORWARD(cudaStreamSynchronize, stream);
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t
-cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus* status) {
+cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
   Call(kStreamIsCapturingNs);
+  FORWARD(cudaStreamIsCapturing, stream, status);
   if (status == nullptr) return cudaErrorInvalidValue;
   *status = cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
-BENCH_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t,
+BENCH_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream,
                                               cudaGraph_t* graph) {
   Call(0);
+  FORWARD(cudaStreamEndCapture, stream, graph);
   if (graph != nullptr) *graph = nullptr;
   return cudaErrorIllegalState;
 }
-BENCH_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t) {
+BENCH_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   Call(0);
+  FORWARD(cudaGraphDestroy, graph);
   return cudaSuccess;
 }
-BENCH_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t,
-                                             unsigned int) {
+BENCH_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream,
+                                             cudaEvent_t event,
+                                             unsigned int flags) {
   Call(0);
+  FORWARD(cudaStreamWaitEvent, stream, event, flags);
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t
 cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   Call(kCaptureModeExchangeNs);
+  FORWARD(cudaThreadExchangeStreamCaptureMode, mode);
   if (mode == nullptr) return cudaErrorInvalidValue;
   std::swap(*mode, capture_mode);
   return cudaSuccess;
@@ -325,9 +398,10 @@ cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
 // --- events
 
 BENCH_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event,
-                                                  unsigned int) {
+                                                  unsigned int flags) {
   Call(kEventCreateNs);
   Count(kEventsCreated);
+  FORWARD(cudaEventCreateWithFlags, event, flags);
   if (event == nullptr) return cudaErrorInvalidValue;
   *event = reinterpret_cast<cudaEvent_t>(new Event{current_device});
   return cudaSuccess;
@@ -337,22 +411,27 @@ BENCH_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
 }
 BENCH_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
   Call(kEventDestroyNs);
+  FORWARD(cudaEventDestroy, event);
   if (event == nullptr) return cudaErrorInvalidResourceHandle;
   delete reinterpret_cast<Event*>(event);
   return cudaSuccess;
 }
-BENCH_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+BENCH_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event,
+                                         cudaStream_t stream) {
   Call(kEventRecordNs);
   Count(kEventRecords);
+  FORWARD(cudaEventRecord, event, stream);
   return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
   Call(kEventQueryNs);
   Count(kEventQueries);
+  FORWARD(cudaEventQuery, event);
   return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Call(0);
+  FORWARD(cudaEventSynchronize, event);
   return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
 }
 
@@ -362,7 +441,17 @@ BENCH_EXPORT cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   Call(kMallocNs);
   if (ptr == nullptr) return cudaErrorInvalidValue;
   Memory& memory = DeviceMemory();
-  {
+  static const auto real_malloc =
+      RealEntry<decltype(&cudaMalloc)>("cudaMalloc");
+  if (real_malloc != nullptr) {
+    const cudaError_t error = real_malloc(ptr, bytes);
+    if (error != cudaSuccess) return error;
+    std::lock_guard<std::mutex> lock(memory.mu);
+    memory.live.emplace(reinterpret_cast<uintptr_t>(*ptr),
+                        static_cast<int64_t>(bytes));
+    memory.reserved += static_cast<int64_t>(bytes);
+    memory.peak = std::max(memory.peak, memory.reserved);
+  } else {
     std::lock_guard<std::mutex> lock(memory.mu);
     // 256-byte aligned, as cudaMalloc's pointers are; a zero-byte request
     // still gets an address of its own.
@@ -378,31 +467,41 @@ BENCH_EXPORT cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 }
 BENCH_EXPORT cudaError_t cudaFree(void* ptr) {
   Call(kFreeNs);
-  if (ptr == nullptr) return cudaSuccess;
+  static const auto real_free = RealEntry<decltype(&cudaFree)>("cudaFree");
+  if (ptr == nullptr)
+    return real_free != nullptr ? real_free(ptr) : cudaSuccess;
   Memory& memory = DeviceMemory();
-  std::lock_guard<std::mutex> lock(memory.mu);
-  auto it = memory.live.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == memory.live.end()) return cudaErrorInvalidValue;
-  memory.reserved -= it->second;
-  memory.live.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(memory.mu);
+    auto it = memory.live.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == memory.live.end()) {
+      return real_free != nullptr ? real_free(ptr) : cudaErrorInvalidValue;
+    }
+    memory.reserved -= it->second;
+    memory.live.erase(it);
+  }
   Count(kFrees);
-  return cudaSuccess;
+  return real_free != nullptr ? real_free(ptr) : cudaSuccess;
 }
 // Pinned host memory: real host memory (a caller may touch it).
-BENCH_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
+BENCH_EXPORT cudaError_t cudaHostAlloc(void** ptr, size_t bytes,
+                                       unsigned int flags) {
   Call(0);
+  FORWARD(cudaHostAlloc, ptr, bytes, flags);
   if (ptr == nullptr) return cudaErrorInvalidValue;
   *ptr = std::malloc(std::max<size_t>(bytes, 1));
   return *ptr != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 BENCH_EXPORT cudaError_t cudaFreeHost(void* ptr) {
   Call(0);
+  FORWARD(cudaFreeHost, ptr);
   std::free(ptr);
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes,
                                         size_t* total_bytes) {
   Call(0);
+  FORWARD(cudaMemGetInfo, free_bytes, total_bytes);
   constexpr size_t kTotal = size_t{80} << 30;  // an H100's 80 GB
   Memory& memory = DeviceMemory();
   std::lock_guard<std::mutex> lock(memory.mu);

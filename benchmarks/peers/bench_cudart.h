@@ -17,6 +17,11 @@
 //     The model starts as GPUPOOL_BENCH_CUDART_COSTS (null|profile, default
 //     null) and can be switched at any time with
 //     gpupool_bench_cudart_set_costs.
+// With GPUPOOL_BENCH_CUDART_REAL set to the path of a real CUDA runtime
+// library (libcudart.so.13), the library forwards instead: each call is
+// counted as above and then made by the real runtime at its own cost (the cost
+// model charges nothing more), so the same binary measures both allocators on
+// a real GPU with their calls still counted.
 //
 // Thread safety: every function here and every exported runtime entry point
 // may be called from any thread.
@@ -48,6 +53,11 @@ struct GpupoolBenchCudartTotals {
   int64_t peak_bytes_reserved;  // high-water mark since the last reset
 };
 
+// The real runtime every call is forwarded to, or NULL when the calls are
+// answered here (GPUPOOL_BENCH_CUDART_REAL unset, or it failed to load).
+const char* gpupool_bench_cudart_real_runtime(void);
+// Why GPUPOOL_BENCH_CUDART_REAL failed to load (dlerror), or NULL.
+const char* gpupool_bench_cudart_real_error(void);
 // Switches the cost model for every later call; returns the previous one.
 int gpupool_bench_cudart_set_costs(int costs);
 // Runtime calls made so far by the calling thread.

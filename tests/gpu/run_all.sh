@@ -181,7 +181,30 @@ main() {
       name="$(basename "$bin")"
       echo "--- $name"
       t0=$(date +%s)
-      if ((cuda_usable)); then
+      if [[ "$name" == allocator_peers_bench ]]; then
+        # gpupool beside CUB: its stand-in runtime counts every call and, on
+        # a GPU, forwards it to the bundle's real libcudart; without one it
+        # answers the calls itself (a smoke run: both allocators, every case).
+        real_cudart="$(ls "$here"/lib/libcudart.so.* 2>/dev/null | head -1)"
+        peers_flags=(--benchmark_repetitions="$bench_repetitions"
+          --benchmark_enable_random_interleaving=true
+          "--trace_dir=$here/traces" "${bench_flags[@]}")
+        ((cuda_usable)) || peers_flags=("--trace_dir=$here/traces"
+          --benchmark_min_time=0.001 --benchmark_filter='same_stream|replay')
+        GPUPOOL_BENCH_CUDART_REAL="$( ((cuda_usable)) && echo "$real_cudart")" \
+          timeout -k 10 "$bench_timeout" "$bin" "${peers_flags[@]}" \
+          --benchmark_out="$OUT/$name.json" --benchmark_out_format=json \
+          2>&1 | tee "$work/$name.txt"
+        rc=${PIPESTATUS[0]}
+        errors=$(grep -c '"error_occurred": true' "$OUT/$name.json" 2>/dev/null)
+        results=$(grep -c '"run_name":' "$OUT/$name.json" 2>/dev/null)
+        errors=${errors:-0} results=${results:-0}
+        verdict="$(verdict_of "$rc" "$errors")"
+        ((errors == 0)) || verdict="FAIL($errors errors)"
+        [[ "$verdict" == ok ]] || failures=$((failures + 1))
+        detail="$results results, $errors errors -> $name.json"
+        ((cuda_usable)) || detail="no usable CUDA device: stand-in smoke, $detail"
+      elif ((cuda_usable)); then
         timeout -k 10 "$bench_timeout" "$bin" --backend=cuda \
           --mutex_deadlock_detection=off \
           --benchmark_repetitions="$bench_repetitions" \
