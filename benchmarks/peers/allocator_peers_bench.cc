@@ -25,6 +25,9 @@
 //
 // Peers:
 //   gpupool      AllocationCache with its defaults over an EventPool.
+//   gpupool_deferred  the same with defer_same_stream_fences: a same-stream
+//                cycle makes no runtime call (the fence is recorded when
+//                another stream, a miss or the cache's end needs the block).
 //   cub_default  CachingDeviceAllocator(): bins of 8^3..8^7 (512 B..2 MiB),
 //                at most 6 MiB - 1 cached per device, larger requests never
 //                cached. What a user gets who writes no arguments.
@@ -244,6 +247,7 @@ void RunCase(benchmark::State& state, Backend& backend, Case which,
 // run (the threads start the timed loop together) and kept to the end.
 struct SharedPeers {
   std::unique_ptr<GpupoolPeer> gpupool;
+  std::unique_ptr<GpupoolPeer> gpupool_deferred;
   std::unique_ptr<CubPeer> cub_default;
   std::unique_ptr<CubPeer> cub_fair;
 };
@@ -256,6 +260,13 @@ void RunThreaded(benchmark::State& state, PeerKind kind, int costs) {
   switch (kind) {
     case PeerKind::kGpupool:
       CycleOnStreams(state, *shared_peers->gpupool, stream.handles, kHitBytes);
+      break;
+    case PeerKind::kGpupoolDeferred:
+      CycleOnStreams(state, *shared_peers->gpupool_deferred, stream.handles,
+                     kHitBytes);
+      // Its blocks are fenced before the thread's stream is destroyed.
+      (void)shared_peers->gpupool_deferred->cache().FenceStream(
+          0, stream.handles[0]);
       break;
     case PeerKind::kCubDefault:
       CycleOnStreams(state, *shared_peers->cub_default, stream.handles,
@@ -354,8 +365,9 @@ std::vector<std::string> TraceFiles(const std::string& dir) {
 
 // --- registration and main
 
-constexpr PeerKind kTimedPeers[] = {PeerKind::kGpupool, PeerKind::kCubDefault,
-                                    PeerKind::kCubFair};
+constexpr PeerKind kTimedPeers[] = {PeerKind::kGpupool,
+                                    PeerKind::kGpupoolDeferred,
+                                    PeerKind::kCubDefault, PeerKind::kCubFair};
 
 int Register(Backend& backend, const std::string& trace_dir) {
   const std::pair<const char*, Case> cases[] = {
@@ -403,8 +415,9 @@ int Register(Backend& backend, const std::string& trace_dir) {
       return 2;
     }
     auto shared = std::make_shared<Trace>(*std::move(trace));
-    for (PeerKind kind : {PeerKind::kGpupool, PeerKind::kCubDefault,
-                          PeerKind::kCubFair, PeerKind::kRaw}) {
+    for (PeerKind kind :
+         {PeerKind::kGpupool, PeerKind::kGpupoolDeferred, PeerKind::kCubDefault,
+          PeerKind::kCubFair, PeerKind::kRaw}) {
       benchmark::RegisterBenchmark(
           absl::StrCat("replay/", shared->name, "/", PeerName(kind)).c_str(),
           [&backend, shared, kind](benchmark::State& state) {
@@ -480,6 +493,8 @@ int Main(int argc, char** argv) {
 
   SharedPeers peers;
   peers.gpupool = std::make_unique<GpupoolPeer>(**backend);
+  peers.gpupool_deferred =
+      std::make_unique<GpupoolPeer>(**backend, DeferredFences());
   peers.cub_default = std::make_unique<CubPeer>(/*fair=*/false);
   peers.cub_fair = std::make_unique<CubPeer>(/*fair=*/true);
   shared_peers = &peers;

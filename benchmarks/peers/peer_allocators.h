@@ -35,8 +35,8 @@ inline absl::Status CudaStatus(cudaError_t error, const char* what) {
 class GpupoolPeer {
  public:
   using Lease = PooledAllocation;
-  explicit GpupoolPeer(Backend& backend)
-      : events_(backend), cache_(backend, events_) {}
+  explicit GpupoolPeer(Backend& backend, AllocationCacheOptions options = {})
+      : events_(backend), cache_(backend, events_, options) {}
   absl::StatusOr<Lease> Allocate(size_t bytes, cudaStream_t stream) {
     return cache_.Allocate(0, bytes, MemoryKind::kDevice, stream);
   }
@@ -91,12 +91,22 @@ class RawPeer {
   }
 };
 
-enum class PeerKind { kGpupool, kCubDefault, kCubFair, kRaw };
+// kGpupoolDeferred: gpupool with defer_same_stream_fences (no runtime call
+// per same-stream cycle).
+enum class PeerKind { kGpupool, kGpupoolDeferred, kCubDefault, kCubFair, kRaw };
+
+inline AllocationCacheOptions DeferredFences() {
+  AllocationCacheOptions options;
+  options.defer_same_stream_fences = true;
+  return options;
+}
 
 inline const char* PeerName(PeerKind kind) {
   switch (kind) {
     case PeerKind::kGpupool:
       return "gpupool";
+    case PeerKind::kGpupoolDeferred:
+      return "gpupool_deferred";
     case PeerKind::kCubDefault:
       return "cub_default";
     case PeerKind::kCubFair:
@@ -113,6 +123,11 @@ void WithPeer(PeerKind kind, Backend& backend, Body body) {
   switch (kind) {
     case PeerKind::kGpupool: {
       GpupoolPeer peer(backend);
+      body(peer);
+      return;
+    }
+    case PeerKind::kGpupoolDeferred: {
+      GpupoolPeer peer(backend, DeferredFences());
       body(peer);
       return;
     }

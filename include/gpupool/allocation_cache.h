@@ -153,6 +153,20 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // leaves the capture unknown, and the block is held as if captured (a
   // sticky error poisons the device and the block is dropped).
   bool detect_unregistered_captures = false;
+  // No runtime call per same-stream cycle: a block released on the one
+  // stream it was used on is parked without recording its ready event, and a
+  // request on that stream for the same size takes it back (stream order
+  // makes that safe, as in PyTorch's caching allocator). Its event is
+  // recorded on that stream only when something else wants the block:
+  // another stream or size that would otherwise grow the cache, Trim, the
+  // out-of-memory chain, the give-back, the cache's end, or FenceStream.
+  // The contract that buys it: such a stream must stay alive until its
+  // blocks are fenced — call FenceStream(device, stream) before destroying a
+  // stream that released blocks (streams of a StreamPool, the legacy default
+  // stream and streams that live as long as the cache need nothing). A block
+  // whose stream captures when it is to be fenced stays parked until the
+  // capture ends. Off by default. GPUPOOL_CONF: defer_same_stream_fences=1.
+  bool defer_same_stream_fences = false;
   // Called with the error of every Allocate that fails with
   // ResourceExhausted (after the out-of-memory chain), on the allocating
   // thread, with no lock of the cache held: it may take a snapshot
@@ -319,6 +333,13 @@ class GPUPOOL_EXPORT AllocationCache {
   absl::Status Trim(int device, size_t keep_bytes = 0);
   // Trim(device, 0) for every device.
   absl::Status Trim();
+  // Records the ready events of the blocks released on `stream` of `device`
+  // with their fence deferred (defer_same_stream_fences) and caches them as
+  // any other release: after it `stream` may be destroyed. A no-op when
+  // nothing is deferred (one atomic load per kind, no call). InvalidArgument
+  // for a bad device; FailedPrecondition when forked or exiting; OK on a
+  // poisoned device (its blocks were dropped).
+  absl::Status FenceStream(int device, NativeStream stream);
 
   // Totals over every device and kind.
   AllocationCacheStats GetStats() const;

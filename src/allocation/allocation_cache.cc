@@ -132,6 +132,10 @@ absl::Status AllocationCache::Trim(int device, size_t keep_bytes) {
 
 absl::Status AllocationCache::Trim() { return core_->TrimAll(); }
 
+absl::Status AllocationCache::FenceStream(int device, NativeStream stream) {
+  return core_->FenceStream(device, stream);
+}
+
 AllocationCacheStats AllocationCache::GetStats() const {
   return CacheStats(*core_);
 }
@@ -260,8 +264,8 @@ std::string AllocationCacheStats::ToString() const {
       absl::StrAppend(&out, " graph_pools_held=", graph_pools_held);
     }
     if (graph_pools_awaiting_graphs != 0) {
-      absl::StrAppend(&out, " graph_pools_awaiting_graphs=",
-                      graph_pools_awaiting_graphs);
+      absl::StrAppend(
+          &out, " graph_pools_awaiting_graphs=", graph_pools_awaiting_graphs);
     }
   }
   if (blocks_held_for_captures != 0) {

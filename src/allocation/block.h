@@ -181,6 +181,11 @@ class BlockList {
   size_t size_ = 0;
 };
 
+// Blocks a call hands back or passes on: a few at a time on the hot paths
+// (candidates to check, stale blocks), kept inline to spare a heap
+// allocation per Allocate.
+using BlockVector = absl::InlinedVector<AllocationBlock*, 4>;
+
 using PrimaryList = BlockList<&AllocationBlock::links>;
 using StreamList = BlockList<&AllocationBlock::stream_links>;
 

@@ -237,36 +237,41 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   const size_t rounded = LeaseBytes(bytes, rounding_);
   request.lease_bytes = rounded;
 
-  // 1. Same stream (safe at once in stream order), else a ready block, else
-  //    a few of the oldest pending blocks to check outside the lock.
-  BlockVector candidates;
-  BlockVector stale;
-  AllocationBlock* block =
-      shard.TakeCached(request, options_.pending_checks_per_allocate,
-                       generation(device), &candidates, &stale);
-  DeleteBlocks(stale);
-  if (block != nullptr) {
-    // A same-stream hit keeps its ready events (already consumed: the new
-    // work is ordered after them) as spares that the next release
-    // re-records, instead of a round trip through the EventPool per cycle.
-    // A ready block has none.
-    return MakeLease(block);
-  }
+  // Parked blocks (defer_same_stream_fences) of other streams or sizes are
+  // fenced, and the cache looked at once more, before it grows.
+  for (bool fenced = false;; fenced = true) {
+    // 1. Same stream (safe at once in stream order), else a ready block, else
+    //    a few of the oldest pending blocks to check outside the lock.
+    BlockVector candidates;
+    BlockVector stale;
+    AllocationBlock* block =
+        shard.TakeCached(request, options_.pending_checks_per_allocate,
+                         generation(device), &candidates, &stale);
+    DeleteBlocks(stale);
+    if (block != nullptr) {
+      // A same-stream hit keeps its ready events (already consumed: the new
+      // work is ordered after them) as spares that the next release
+      // re-records, instead of a round trip through the EventPool per cycle.
+      // A ready block has none.
+      return MakeLease(block);
+    }
 
-  // 2. Blocks released on other streams: usable once their events
-  //    completed, or at once when the new stream waits on them. They are
-  //    checked first when they fit better than a block usable at once,
-  //    which is taken when none of them is done yet.
-  if (!candidates.empty()) {
-    block = TakeFromCandidates(shard, candidates, request);
-    if (block != nullptr) return MakeLease(block);
-    if (poisoned(device)) return lifetime_.PoisonedError(device);
-    BlockVector none;
-    BlockVector stale_now;
-    block = shard.TakeCached(request, /*pending_checks=*/0, generation(device),
-                             &none, &stale_now);
-    DeleteBlocks(stale_now);
-    if (block != nullptr) return MakeLease(block);
+    // 2. Blocks released on other streams: usable once their events
+    //    completed, or at once when the new stream waits on them. They are
+    //    checked first when they fit better than a block usable at once,
+    //    which is taken when none of them is done yet.
+    if (!candidates.empty()) {
+      block = TakeFromCandidates(shard, candidates, request);
+      if (block != nullptr) return MakeLease(block);
+      if (poisoned(device)) return lifetime_.PoisonedError(device);
+      BlockVector none;
+      BlockVector stale_now;
+      block = shard.TakeCached(request, /*pending_checks=*/0,
+                               generation(device), &none, &stale_now);
+      DeleteBlocks(stale_now);
+      if (block != nullptr) return MakeLease(block);
+    }
+    if (fenced || !shard.MayHaveParked() || FenceParked(shard) == 0) break;
   }
 
   // 3. A new block from the runtime.
@@ -277,7 +282,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
   if (!ptr.ok()) return ptr.status();
   // Filed under the class its size falls in (the free index's).
-  block =
+  AllocationBlock* block =
       NewBlock(shard, *ptr, rounded, FloorSizeClass(rounded), block_generation);
   shard.LeaseNew(block, request, CacheCounter::kMiss);
   return MakeLease(block);
@@ -387,6 +392,9 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
     // The capture query may have met a sticky error.
     state =
         poisoned(device) ? BlockState::kDrop : fence_.RecordReadyEvents(block);
+  } else if (options_.defer_same_stream_fences && block->uses.size() == 1 &&
+             block->size_class >= 0 && shard.Park(block, generation(device))) {
+    return;  // no runtime call: fenced before anything else may have it
   } else {
     state = fence_.RecordReadyEvents(block);
   }
@@ -469,26 +477,6 @@ absl::Status AllocationCacheCore::AllocationFailed(AllocationShard& shard,
   }
   shard.Count(CacheCounter::kFailedAllocation);
   return status;
-}
-
-void AllocationCacheCore::AddCaptureStats(int device,
-                                          AllocationCacheStats* stats) const {
-  if (const CaptureRouter* router =
-          capture_router_.load(std::memory_order_acquire)) {
-    router->AddStats(device, stats);
-  }
-  MutexLock lock(&held_mu_);
-  for (const AllocationBlock* block : held_for_captures_) {
-    if (device >= 0 && block->device != device) continue;
-    ++stats->blocks_held_for_captures;
-    stats->bytes_held_for_captures += static_cast<int64_t>(block->size);
-  }
-}
-
-void AllocationCacheCore::ForEachHeld(
-    absl::FunctionRef<void(const AllocationBlock&)> visit) const {
-  MutexLock lock(&held_mu_);
-  for (const AllocationBlock* block : held_for_captures_) visit(*block);
 }
 
 }  // namespace gpupool::internal

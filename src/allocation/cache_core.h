@@ -114,6 +114,9 @@ class AllocationCacheCore
 
   absl::Status Trim(int device, size_t keep_bytes);
   absl::Status TrimAll();
+  // Fences the blocks released on `stream` of `device` with their fence
+  // deferred (AllocationCacheOptions::defer_same_stream_fences).
+  absl::Status FenceStream(int device, NativeStream stream);
   // Frees every cached, retiring and stable block while the runtime is
   // alive (`call_runtime`), else leaks them. `close`: the cache is being
   // destroyed; later releases leak.
@@ -245,6 +248,12 @@ class AllocationCacheCore
   // False when no stream of it captures.
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
   // --- freeing.cc ---
+  // Fences parked blocks (parked.h) of `stream` (all with nullopt) and
+  // releases them as any other: a ready event recorded on the stream they
+  // were released on, unless it captures now (they stay parked), or the
+  // device is dead (dropped without a call). Returns how many were fenced.
+  size_t FenceParked(AllocationShard& shard,
+                     std::optional<NativeStream> stream = std::nullopt);
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);

@@ -3,7 +3,9 @@
 // the runtime once provably idle, or retired (dropped / leaked) without a
 // call. Memory the GPU may still touch is never freed. Also the exchange
 // before the cache grows (MakeRoomToGrow), and the fence and give-back of
-// blocks a capture router kept (FenceKept, GiveBack).
+// blocks a capture router kept (FenceKept, GiveBack), and of blocks parked
+// with their fence deferred (FenceParked, FenceStream); what is held for
+// captures, listed (AddCaptureStats, ForEachHeld).
 
 #include <algorithm>
 #include <atomic>
@@ -62,7 +64,63 @@ absl::Status AllocationCacheCore::TrimAll() {
   return first;
 }
 
+size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
+                                        std::optional<NativeStream> stream) {
+  BlockVector blocks;
+  shard.Unpark(stream, &blocks);
+  size_t fenced = 0;
+  for (AllocationBlock* block : blocks) {
+    const int device = block->device;
+    BlockState state = BlockState::kDrop;  // a dead context: no call
+    if (!poisoned(device) && block->generation == generation(device)) {
+      // The work queued on the stream since the block's release is fenced by
+      // an event recorded there now, unless the stream captures: an event
+      // recorded into a capture fences nothing. It stays parked until then.
+      const NativeStream used_on = block->uses.front();
+      absl::StatusOr<CaptureStatus> capture =
+          backend_.GetCaptureStatus(device, used_on);
+      if (capture.ok() && *capture != CaptureStatus::kNone) {
+        if (shard.Park(block, generation(device))) continue;
+        state = BlockState::kLeak;  // the cache closed meanwhile
+      } else if (!capture.ok() &&
+                 capture.status().code() != absl::StatusCode::kUnimplemented) {
+        // Unknown (a backend without capture status never captures): never
+        // reused or freed unfenced.
+        state = PoisonIfSticky(device, capture.status()) ? BlockState::kDrop
+                                                         : BlockState::kLeak;
+      } else {
+        state = fence_.RecordReadyEvents(block);
+      }
+    }
+    ++fenced;
+    Settle(shard, block, state);
+  }
+  return fenced;
+}
+
+absl::Status AllocationCacheCore::FenceStream(int device, NativeStream stream) {
+  if (absl::Status usable = CheckUsable(device, "AllocationCache::FenceStream");
+      !usable.ok()) {
+    // A poisoned device's parked blocks were dropped: nothing to fence.
+    const bool dead = !Forked() && !ProcessIsExiting() &&
+                      lifetime_.InRange(device) && poisoned(device);
+    return dead ? absl::OkStatus() : usable;
+  }
+  for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
+    AllocationShard& shard = Shard(device, kind);
+    if (shard.MayHaveParked()) FenceParked(shard, stream);
+  }
+  return absl::OkStatus();
+}
+
 void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
+  // Parked blocks first, fenced while releases still settle (else leaked by
+  // TakeEverything: never freed unfenced).
+  if (call_runtime) {
+    for (const auto& shard : shards_) {
+      if (shard->MayHaveParked()) FenceParked(*shard);
+    }
+  }
   if (close) closed_.store(true, std::memory_order_release);
   // Blocks kept for captures too: the cache (or the process) ends, and with
   // it any captured work the user could still replay over them.
@@ -206,6 +264,9 @@ absl::Status AllocationCacheCore::MakeRoomToGrow(AllocationShard& shard,
 AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
     AllocationShard& shard, size_t bytes, bool with_retiring, bool best_match,
     size_t smaller_than) {
+  // Parked blocks are fenced first: then they are freed (or waited for) as
+  // any other.
+  if (shard.MayHaveParked()) FenceParked(shard);
   BlockVector blocks;
   BlockVector stale;
   shard.TakeForRelease(bytes, with_retiring, best_match, smaller_than,
@@ -360,6 +421,26 @@ void AllocationCacheCore::GiveBack(AllocationBlock* block,
     }
   }
   Settle(shard, block, state);
+}
+
+void AllocationCacheCore::AddCaptureStats(int device,
+                                          AllocationCacheStats* stats) const {
+  if (const CaptureRouter* router =
+          capture_router_.load(std::memory_order_acquire)) {
+    router->AddStats(device, stats);
+  }
+  MutexLock lock(&held_mu_);
+  for (const AllocationBlock* block : held_for_captures_) {
+    if (device >= 0 && block->device != device) continue;
+    ++stats->blocks_held_for_captures;
+    stats->bytes_held_for_captures += static_cast<int64_t>(block->size);
+  }
+}
+
+void AllocationCacheCore::ForEachHeld(
+    absl::FunctionRef<void(const AllocationBlock&)> visit) const {
+  MutexLock lock(&held_mu_);
+  for (const AllocationBlock* block : held_for_captures_) visit(*block);
 }
 
 }  // namespace gpupool::internal

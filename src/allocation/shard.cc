@@ -1,5 +1,6 @@
 // The sealed (device, MemoryKind) shard of the allocation cache; see
-// shard.h. Stable-buffer bookkeeping is in shard_stable.cc.
+// shard.h. Stable buffers, parked blocks and the listings are in
+// shard_kept.cc.
 
 #include "src/allocation/shard.h"
 
@@ -28,6 +29,7 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   BlockVector blocks;
   TakeAllCachedLocked(&blocks);
   TakeAllRetiringLocked(&blocks);
+  parked_.TakeAll(std::nullopt, &blocks);
   for (AllocationBlock* block : blocks) delete block;
   while (AllocationBlock* pin = leaked_parts_.PopFront()) delete pin;
   // Leased blocks belong to their leases, which hold this shard alive.
@@ -42,6 +44,9 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
                                              BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
+  if (!parked_.empty() && request.stream != nullptr) {
+    if (AllocationBlock* parked = TakeParkedLocked(request)) return parked;
+  }
   AllocationBlock* block = index_.FindBestFit(
       request.lease_bytes, request.stream, /*with_pending=*/pending_checks > 0);
   if (block != nullptr && FreeIndex::UsableAtOnce(block, request.stream)) {
@@ -409,6 +414,7 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
   TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false,
                    /*smaller_than=*/static_cast<size_t>(-1), blocks);
   TakeAllRetiringLocked(blocks);
+  LeakParkedLocked(stale);
   spares->swap(spare_events_);
   for (auto& [name, buffer] : stable_) {
     if (buffer->ptr == nullptr || buffer->busy) continue;
@@ -434,7 +440,7 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
   if (AllocationBlock* carrier = CarryOut(&spare_events_, &records_)) {
     out->push_back(carrier);
   }
-  int64_t dropped = 0;
+  int64_t dropped = TakeStaleParkedLocked(generation, out);
   auto drop = [&](AllocationBlock* block) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (block->generation == generation) return true;
     RemoveCachedLocked(block);
@@ -485,16 +491,6 @@ void AllocationShard::Admit() {
 void AllocationShard::Retire(RetireReason how, int64_t count) {
   MutexLock lock(&mu_);
   ledger_.Retire(how, count);
-}
-
-AllocationCacheStats AllocationShard::Stats() const {
-  MutexLock lock(&mu_);
-  AllocationCacheStats stats = stats_;
-  stats.runtime_allocations = ledger_.admitted();
-  stats.runtime_frees = ledger_.departed(RetireReason::kDestroyed);
-  stats.blocks_dropped = ledger_.departed(RetireReason::kDropped);
-  stats.blocks_leaked = ledger_.departed(RetireReason::kLeaked);
-  return stats;
 }
 
 }  // namespace gpupool::internal

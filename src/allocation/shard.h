@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
 #include "src/allocation/free_index.h"
+#include "src/allocation/parked.h"
 #include "src/allocation/segment.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/handle_ledger.h"
@@ -52,11 +54,6 @@
 #include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
-
-// Blocks a call hands back or passes on: a few at a time on the hot paths
-// (candidates to check, stale blocks), kept inline to spare a heap
-// allocation per Allocate.
-using BlockVector = absl::InlinedVector<AllocationBlock*, 4>;
 
 // What a lease asks for.
 struct LeaseRequest {
@@ -156,6 +153,22 @@ class alignas(kCacheLine) AllocationShard {
   // `generation`, leaked once the shard is closed.
   AfterReturn TakeBack(AllocationBlock* block, BlockState state,
                        uint64_t generation);
+
+  // --- Parked blocks (parked.h) --------------------------------------------
+  // Parks a leased block released on its one stream with its fence deferred
+  // (no runtime call): it leaves use and counts as cached (pending). False,
+  // with nothing changed, when the cap has no room, the shard is closed or
+  // the block's generation is no longer `generation`. A request on the same
+  // stream for the same lease size takes it back in TakeCached.
+  bool Park(AllocationBlock* block, uint64_t generation);
+  // Takes out the parked blocks of `stream` (all with nullopt) to be fenced:
+  // back in use for the caller to release as leases that ended.
+  void Unpark(std::optional<NativeStream> stream, BlockVector* out);
+  // Whether blocks may be parked; read without the lock (a hint: a block
+  // parked meanwhile is fenced by a later call).
+  bool MayHaveParked() const {
+    return any_parked_.load(std::memory_order_relaxed);
+  }
 
   // --- Freeing --------------------------------------------------------------
   // Takes wholly free segments until at least `bytes` were taken, plus every
@@ -269,6 +282,20 @@ class alignas(kCacheLine) AllocationShard {
     return LeaveSegment(block, how == RetireReason::kLeaked, &records_,
                         &leaked_parts_);
   }
+  // The block parked on the request's stream for its lease size, leased (a
+  // hit); nullptr when there is none.
+  AllocationBlock* TakeParkedLocked(const LeaseRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parked blocks leave the cached gauges (and the device's cached bytes).
+  void UncacheParkedLocked(const AllocationBlock& block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parked blocks of older generations into `out`; returns the handles that
+  // left with them.
+  int64_t TakeStaleParkedLocked(uint64_t generation, BlockVector* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaks what is still parked when everything is taken (a fence recorded
+  // now could not be trusted, or may not be made): no runtime call.
+  void LeakParkedLocked(BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   StableBuffer* StableEntryLocked(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void* TakeStableLocked(StableBuffer* buffer)
@@ -299,6 +326,10 @@ class alignas(kCacheLine) AllocationShard {
   // Gauges and policy counters; the departure counters come from ledger_.
   AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);
   HandleLedger ledger_ ABSL_GUARDED_BY(mu_);
+  // Blocks released with their fence deferred (parked.h).
+  ParkedBlocks parked_ ABSL_GUARDED_BY(mu_);
+  // !parked_.empty(), for MayHaveParked.
+  std::atomic<bool> any_parked_{false};
   // Set when the cache is destroyed: later releases leak.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters

@@ -34,6 +34,7 @@ constexpr absl::string_view kKnownKeys =
     "max_idle_per_key, max_live_per_key, acquire_timeout, "
     "validate_on_acquire, track_lease_sites, max_cached_bytes, "
     "max_cached_block_bytes, give_back_above_percent, trace, lease_times, "
+    "defer_same_stream_fences, "
     "prewarm, "
     "preload, preload_streams, "
     "preload_events";
@@ -237,6 +238,10 @@ absl::Status ApplyToken(const Token& token, PoolsConfig* config) {
     absl::StatusOr<int> parsed = ParseInt(value, 0, kMaxTraceEvents);
     if (!parsed.ok()) return fail(parsed.status());
     config->options.allocations.trace_capacity = static_cast<size_t>(*parsed);
+  } else if (key == "defer_same_stream_fences") {
+    absl::StatusOr<bool> parsed = ParseBool(value);
+    if (!parsed.ok()) return fail(parsed.status());
+    config->options.allocations.defer_same_stream_fences = *parsed;
   } else if (key == "give_back_above_percent") {
     // A percentage of the bytes in use; -1 turns the give-back off.
     absl::StatusOr<int> parsed = ParseInt(value, -1, 1000000);

@@ -169,6 +169,31 @@ TEST_F(RuntimeCallsTest, SameStreamAllocationHitIsOneCall) {
   ASSERT_THAT(sim_.DestroyStream(0, *stream), IsOk());
 }
 
+// With defer_same_stream_fences the same cycle makes no call at all: the
+// block is parked at release and taken back by the next request.
+TEST_F(RuntimeCallsTest, DeferredSameStreamAllocationHitIsNoCall) {
+  absl::StatusOr<NativeStream> stream = sim_.CreateStream(0, {});
+  ASSERT_THAT(stream, IsOk());
+  {
+    EventPool events(sim_);
+    AllocationCacheOptions options;
+    options.defer_same_stream_fences = true;
+    AllocationCache cache(sim_, events, options);
+    ASSERT_THAT(cache.Allocate(0, 4096, MemoryKind::kDevice, *stream), IsOk());
+    Delta();
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<PooledAllocation> block =
+          cache.Allocate(0, 4096, MemoryKind::kDevice, *stream);
+      ASSERT_THAT(block, IsOk());
+      block->Release();
+      EXPECT_EQ(Delta(), 0) << "allocate + release on the same stream";
+    }
+    EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+    ASSERT_THAT(cache.FenceStream(0, *stream), IsOk());
+  }
+  ASSERT_THAT(sim_.DestroyStream(0, *stream), IsOk());
+}
+
 // A hit on a stream capturing into a graph pool: one capture query at
 // allocate, nothing at release (no ready event is recorded into a capture).
 // The pool's recordings add no call: a capture begun after RetainBy (which

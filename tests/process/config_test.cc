@@ -148,6 +148,10 @@ INSTANTIATE_TEST_SUITE_P(
                  [](const PoolsConfig& c) {
                    EXPECT_EQ(c.options.allocations.give_back_above_percent, 50);
                  }},
+        GoodCase{"DeferSameStreamFences", "defer_same_stream_fences=1",
+                 [](const PoolsConfig& c) {
+                   EXPECT_TRUE(c.options.allocations.defer_same_stream_fences);
+                 }},
         GoodCase{"GiveBackOff", "give_back_above_percent=-1",
                  [](const PoolsConfig& c) {
                    EXPECT_EQ(c.options.allocations.give_back_above_percent, -1);

@@ -1,0 +1,69 @@
+// Blocks parked with their fence deferred (AllocationCacheOptions::
+// defer_same_stream_fences): a block released on its one stream goes here
+// with no runtime call, its ready event not recorded, and is taken back by a
+// request on the same stream for the same lease size — stream order makes
+// that reuse safe without any event. Such a block is fenced (its event
+// recorded on its stream, then released as any other) before anything else
+// may have it: another stream, a new segment, Trim, the out-of-memory chain,
+// the cache's end, or AllocationCache::FenceStream.
+//
+// Not thread-safe: the shard that owns it guards it with its lock. It holds
+// blocks, never owns them.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_PARKED_H_
+#define GPUPOOL_SRC_ALLOCATION_PARKED_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
+#include "gpupool/backend.h"
+#include "src/allocation/block.h"
+
+namespace gpupool::internal {
+
+class ParkedBlocks {
+ public:
+  ParkedBlocks() = default;
+  ParkedBlocks(const ParkedBlocks&) = delete;
+  ParkedBlocks& operator=(const ParkedBlocks&) = delete;
+
+  bool empty() const { return count_ == 0; }
+  int64_t count() const { return count_; }
+  int64_t bytes() const { return bytes_; }
+
+  // Parks `block`, used on exactly one stream (`block->uses`), under it.
+  void Add(AllocationBlock* block);
+  // The newest block parked on `stream` of exactly `bytes` (among the few
+  // newest of that stream), taken out; nullptr when there is none.
+  AllocationBlock* Take(NativeStream stream, size_t bytes);
+  // Takes out every block parked on `stream`, or every block when nullopt.
+  void TakeAll(std::optional<NativeStream> stream, BlockVector* out);
+  // Takes out every block `leaves` selects.
+  void TakeIf(absl::FunctionRef<bool(const AllocationBlock&)> leaves,
+              BlockVector* out);
+  void ForEach(absl::FunctionRef<void(const AllocationBlock&)> visit) const;
+
+ private:
+  // One stream's parked blocks, newest first.
+  struct Lane {
+    NativeStream stream = nullptr;
+    PrimaryList blocks;
+  };
+
+  Lane* Find(NativeStream stream);
+  void Remove(Lane& lane, AllocationBlock* block);
+  // Drops lanes left empty.
+  void Prune();
+
+  // Few streams at a time: a linear search beats a hash.
+  absl::InlinedVector<Lane, 4> lanes_;
+  int64_t count_ = 0;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_PARKED_H_

@@ -1,0 +1,213 @@
+// AllocationCacheOptions::defer_same_stream_fences on SimBackend: a
+// same-stream cycle makes no runtime call, and a parked block is fenced (its
+// ready event recorded on its stream) before another stream, a new segment,
+// Trim, FenceStream or the cache's end may have it; a dead device drops it
+// without a call, and a capturing stream keeps it parked.
+
+#include "gpupool/snapshot.h"
+#include "tests/allocation/sim_fixture.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::IsOk;
+
+AllocationCacheOptions Deferred() {
+  AllocationCacheOptions options;
+  options.defer_same_stream_fences = true;
+  return options;
+}
+
+TEST_F(AllocationCacheSimTest, DeferredSameStreamCycleMakesNoRuntimeCall) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  void* first = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> warm =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(warm, IsOk());
+    first = warm->data();
+  }
+  const int64_t calls = sim_.total_calls();
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<PooledAllocation> lease =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(lease, IsOk());
+    EXPECT_EQ(lease->data(), first);
+    sim_.SubmitWork(a, absl::InfiniteDuration());  // the stream's kernel
+  }
+  EXPECT_EQ(sim_.total_calls(), calls) << "5 same-stream cycles";
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.hits, 5);
+  EXPECT_EQ(stats.runtime_allocations, 1);
+  // Parked, it counts as cached and no lease is out.
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_TRUE(cache->GetOutstandingLeases().empty());
+  sim_.CompleteAllWork();
+}
+
+TEST_F(AllocationCacheSimTest, DeferredBlockGoesToAnotherStreamOnlyFenced) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(on_a, IsOk());
+    block = on_a->data();
+    sim_.SubmitWork(a, absl::InfiniteDuration());  // still running
+  }
+  // B's request fences A's parked block (an event recorded on A, behind the
+  // running work) and must not get it while that work runs.
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  // Once A's work completed, the fenced block may go to B.
+  sim_.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+}
+
+TEST_F(AllocationCacheSimTest, DeferredBlockOfAnotherSizeIsFencedNotLost) {
+  // A request of another size on the same stream that would grow the cache
+  // fences the parked block first; it is then split for the request.
+  AllocationCacheOptions options = Deferred();
+  options.max_split_ratio = 0;
+  auto cache = NewCache(options);
+  NativeStream a = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> big =
+        cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(big, IsOk());
+    block = big->data();
+  }
+  absl::StatusOr<PooledAllocation> small =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(small, IsOk());
+  EXPECT_EQ(small->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 1);
+}
+
+TEST_F(AllocationCacheSimTest, FenceStreamRecordsTheEventAndAllowsDestroy) {
+  auto cache = NewCache(Deferred());
+  absl::StatusOr<NativeStream> a = sim_.CreateStream(0, {});
+  ASSERT_THAT(a, IsOk());
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, *a);
+    ASSERT_THAT(on_a, IsOk());
+    block = on_a->data();
+    sim_.SubmitWork(*a, absl::InfiniteDuration());
+  }
+  const int64_t calls = sim_.total_calls();
+  ASSERT_THAT(cache->FenceStream(0, *a), IsOk());
+  // A capture-status check, an event (the block's first release recorded
+  // none) and its record on A.
+  EXPECT_EQ(sim_.total_calls() - calls, 3);
+  ASSERT_THAT(cache->FenceStream(0, *a), IsOk());
+  EXPECT_EQ(sim_.total_calls() - calls, 3) << "nothing left to fence";
+  sim_.CompleteAllWork();
+  ASSERT_THAT(sim_.DestroyStream(0, *a), IsOk());
+  // The fence completed with A's work: B may have the block at once.
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_EQ(on_b->data(), block);
+  EXPECT_THAT(cache->FenceStream(7, b),
+              ::gpupool::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_F(AllocationCacheSimTest, TrimFencesAndFreesDeferredBlocks) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
+  ASSERT_EQ(cache->GetStats(0).blocks_cached, 1);
+  ASSERT_THAT(cache->Trim(0), IsOk());
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_frees, 1);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.bytes_cached, 0);
+}
+
+TEST_F(AllocationCacheSimTest, DeferredBlocksAreFreedAtTheCachesEnd) {
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  {
+    AllocationCacheOptions options = Deferred();
+    options.give_back_above_percent = -1;  // both blocks stay cached
+    auto cache = NewCache(options);
+    ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
+    ASSERT_THAT(cache->Allocate(0, 2 * kMiB, MemoryKind::kDevice, b), IsOk());
+    EXPECT_EQ(cache->GetStats(0).blocks_cached, 2);
+  }
+  // TearDown: no device memory leaked, no misuse (the events were recorded
+  // on live streams and completed before the frees).
+  EXPECT_EQ(sim_.misuse_count(), 0);
+}
+
+TEST_F(AllocationCacheSimTest, DeferredBlocksOfADeadDeviceDropWithoutCalls) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
+  sim_.PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
+  health_->Poison(0, absl::InternalError("cudaErrorIllegalAddress"));
+  const int64_t calls = sim_.calls_on_device(0);
+  EXPECT_THAT(cache->FenceStream(0, a), IsOk());
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(sim_.calls_on_device(0), calls);
+  EXPECT_EQ(cache->GetStats(0).blocks_dropped, 1);
+  EXPECT_EQ(cache->GetStats(0).blocks_cached, 0);
+  cache.reset();
+  sim_.ResetDevice(0);
+  ASSERT_THAT(health_->Recover(0), IsOk());
+  streams_.clear();  // ResetDevice destroyed them
+}
+
+TEST_F(AllocationCacheSimTest, DeferredBlockStaysParkedWhileItsStreamCaptures) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
+  ASSERT_THAT(sim_.BeginCapture(a, SimCaptureMode::kGlobal), IsOk());
+  // No event may be recorded into the capture: the block stays parked.
+  ASSERT_THAT(cache->FenceStream(0, a), IsOk());
+  EXPECT_EQ(cache->GetStats(0).blocks_cached, 1);
+  // Not invalidated: no query or synchronization touched the capture.
+  absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(a);
+  ASSERT_THAT(graph, IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(*graph), IsOk());
+  ASSERT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(cache->GetStats(0).runtime_frees, 1);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
+TEST_F(AllocationCacheSimTest, DeferredBlockIsListedPendingInASnapshot) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  int64_t pending = 0;
+  for (const DeviceSnapshot& device : snapshot.devices) {
+    for (const MemoryKindSnapshot& memory : device.memory) {
+      for (const SegmentSnapshot& segment : memory.segments) {
+        for (const BlockSnapshot& block : segment.blocks) {
+          pending += block.use == BlockUse::kPending;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(pending, 1);
+}
+
+}  // namespace
+}  // namespace gpupool
