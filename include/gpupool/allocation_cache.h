@@ -157,9 +157,12 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // stream it was used on is parked without recording its ready event, and a
   // request on that stream for the same size takes it back (stream order
   // makes that safe, as in PyTorch's caching allocator). Its event is
-  // recorded on that stream only when something else wants the block:
-  // another stream or size that would otherwise grow the cache, Trim, the
-  // out-of-memory chain, the give-back, the cache's end, or FenceStream.
+  // recorded on that stream (and the block cached as any other) before
+  // anything else may have it: the first request that no parked block
+  // serves fences them all, as do Trim, the out-of-memory chain, the
+  // give-back, the cache's end and FenceStream. A steady loop on one stream
+  // makes no call; a request of another size or stream costs the calls the
+  // releases would have made.
   // The contract that buys it: such a stream must stay alive until its
   // blocks are fenced — call FenceStream(device, stream) before destroying a
   // stream that released blocks (streams of a StreamPool, the legacy default

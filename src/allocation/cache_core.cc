@@ -237,44 +237,53 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   const size_t rounded = LeaseBytes(bytes, rounding_);
   request.lease_bytes = rounded;
 
-  // Parked blocks (defer_same_stream_fences) of other streams or sizes are
-  // fenced, and the cache looked at once more, before it grows.
-  for (bool fenced = false;; fenced = true) {
-    // 1. Same stream (safe at once in stream order), else a ready block, else
-    //    a few of the oldest pending blocks to check outside the lock.
-    BlockVector candidates;
-    BlockVector stale;
-    AllocationBlock* block =
-        shard.TakeCached(request, options_.pending_checks_per_allocate,
-                         generation(device), &candidates, &stale);
-    DeleteBlocks(stale);
-    if (block != nullptr) {
-      // A same-stream hit keeps its ready events (already consumed: the new
-      // work is ordered after them) as spares that the next release
-      // re-records, instead of a round trip through the EventPool per cycle.
-      // A ready block has none.
-      return MakeLease(block);
+  // 1. Deferred fences (defer_same_stream_fences): the block parked on this
+  //    stream for this size, with no runtime call. Else every parked block
+  //    is fenced first, so that what follows sees them all.
+  if (shard.MayHaveParked()) {
+    if (stream != nullptr) {
+      BlockVector stale_parked;
+      AllocationBlock* parked =
+          shard.TakeParked(request, generation(device), &stale_parked);
+      DeleteBlocks(stale_parked);
+      if (parked != nullptr) return MakeLease(parked);
     }
-
-    // 2. Blocks released on other streams: usable once their events
-    //    completed, or at once when the new stream waits on them. They are
-    //    checked first when they fit better than a block usable at once,
-    //    which is taken when none of them is done yet.
-    if (!candidates.empty()) {
-      block = TakeFromCandidates(shard, candidates, request);
-      if (block != nullptr) return MakeLease(block);
-      if (poisoned(device)) return lifetime_.PoisonedError(device);
-      BlockVector none;
-      BlockVector stale_now;
-      block = shard.TakeCached(request, /*pending_checks=*/0,
-                               generation(device), &none, &stale_now);
-      DeleteBlocks(stale_now);
-      if (block != nullptr) return MakeLease(block);
-    }
-    if (fenced || !shard.MayHaveParked() || FenceParked(shard) == 0) break;
+    FenceParked(shard);
   }
 
-  // 3. A new block from the runtime.
+  // 2. Same stream (safe at once in stream order), else a ready block, else
+  //    a few of the oldest pending blocks to check outside the lock.
+  BlockVector candidates;
+  BlockVector stale;
+  AllocationBlock* block =
+      shard.TakeCached(request, options_.pending_checks_per_allocate,
+                       generation(device), &candidates, &stale);
+  DeleteBlocks(stale);
+  if (block != nullptr) {
+    // A same-stream hit keeps its ready events (already consumed: the new
+    // work is ordered after them) as spares that the next release
+    // re-records, instead of a round trip through the EventPool per cycle.
+    // A ready block has none.
+    return MakeLease(block);
+  }
+
+  // 3. Blocks released on other streams: usable once their events
+  //    completed, or at once when the new stream waits on them. They are
+  //    checked first when they fit better than a block usable at once,
+  //    which is taken when none of them is done yet.
+  if (!candidates.empty()) {
+    block = TakeFromCandidates(shard, candidates, request);
+    if (block != nullptr) return MakeLease(block);
+    if (poisoned(device)) return lifetime_.PoisonedError(device);
+    BlockVector none;
+    BlockVector stale_now;
+    block = shard.TakeCached(request, /*pending_checks=*/0, generation(device),
+                             &none, &stale_now);
+    DeleteBlocks(stale_now);
+    if (block != nullptr) return MakeLease(block);
+  }
+
+  // 4. A new block from the runtime.
   if (absl::Status room = MakeRoomToGrow(shard, rounded); !room.ok()) {
     return room;
   }
@@ -282,7 +291,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
   if (!ptr.ok()) return ptr.status();
   // Filed under the class its size falls in (the free index's).
-  AllocationBlock* block =
+  block =
       NewBlock(shard, *ptr, rounded, FloorSizeClass(rounded), block_generation);
   shard.LeaseNew(block, request, CacheCounter::kMiss);
   return MakeLease(block);

@@ -69,6 +69,9 @@ size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
   BlockVector blocks;
   shard.Unpark(stream, &blocks);
   size_t fenced = 0;
+  // Blocks come grouped by stream: one capture check per stream.
+  NativeStream checked = nullptr;
+  absl::StatusOr<CaptureStatus> capture = CaptureStatus::kNone;
   for (AllocationBlock* block : blocks) {
     const int device = block->device;
     BlockState state = BlockState::kDrop;  // a dead context: no call
@@ -77,8 +80,10 @@ size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
       // an event recorded there now, unless the stream captures: an event
       // recorded into a capture fences nothing. It stays parked until then.
       const NativeStream used_on = block->uses.front();
-      absl::StatusOr<CaptureStatus> capture =
-          backend_.GetCaptureStatus(device, used_on);
+      if (used_on != checked) {
+        capture = backend_.GetCaptureStatus(device, used_on);
+        checked = used_on;
+      }
       if (capture.ok() && *capture != CaptureStatus::kNone) {
         if (shard.Park(block, generation(device))) continue;
         state = BlockState::kLeak;  // the cache closed meanwhile

@@ -4,8 +4,9 @@
 // request on the same stream for the same lease size — stream order makes
 // that reuse safe without any event. Such a block is fenced (its event
 // recorded on its stream, then released as any other) before anything else
-// may have it: another stream, a new segment, Trim, the out-of-memory chain,
-// the cache's end, or AllocationCache::FenceStream.
+// may have it: the first request no parked block serves, Trim, the
+// out-of-memory chain and the give-back, the cache's end, or
+// AllocationCache::FenceStream.
 //
 // Not thread-safe: the shard that owns it guards it with its lock. It holds
 // blocks, never owns them.

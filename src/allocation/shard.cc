@@ -44,9 +44,6 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
                                              BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
-  if (!parked_.empty() && request.stream != nullptr) {
-    if (AllocationBlock* parked = TakeParkedLocked(request)) return parked;
-  }
   AllocationBlock* block = index_.FindBestFit(
       request.lease_bytes, request.stream, /*with_pending=*/pending_checks > 0);
   if (block != nullptr && FreeIndex::UsableAtOnce(block, request.stream)) {

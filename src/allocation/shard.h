@@ -158,9 +158,12 @@ class alignas(kCacheLine) AllocationShard {
   // Parks a leased block released on its one stream with its fence deferred
   // (no runtime call): it leaves use and counts as cached (pending). False,
   // with nothing changed, when the cap has no room, the shard is closed or
-  // the block's generation is no longer `generation`. A request on the same
-  // stream for the same lease size takes it back in TakeCached.
+  // the block's generation is no longer `generation`.
   bool Park(AllocationBlock* block, uint64_t generation);
+  // The block parked on `request.stream` for its lease size, leased (a hit);
+  // nullptr when there is none. Stale blocks go to `stale` (as TakeCached).
+  AllocationBlock* TakeParked(const LeaseRequest& request, uint64_t generation,
+                              BlockVector* stale);
   // Takes out the parked blocks of `stream` (all with nullopt) to be fenced:
   // back in use for the caller to release as leases that ended.
   void Unpark(std::optional<NativeStream> stream, BlockVector* out);

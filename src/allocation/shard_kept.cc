@@ -149,6 +149,14 @@ AllocationBlock* AllocationShard::TakeParkedLocked(
   return block;
 }
 
+AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
+                                             uint64_t generation,
+                                             BlockVector* stale) {
+  MutexLock lock(&mu_);
+  TakeStaleLocked(generation, stale);
+  return TakeParkedLocked(request);
+}
+
 void AllocationShard::Unpark(std::optional<NativeStream> stream,
                              BlockVector* out) {
   MutexLock lock(&mu_);

@@ -30,11 +30,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "gpupool/allocation_cache.h"
 #include "gpupool/sim_backend.h"
 #include "gtest/gtest.h"
 #include "tests/util/fault_matrix.h"
+#include "tests/util/fault_matrix_proof.h"
 
 namespace gpupool::fault_matrix {
 namespace {
@@ -119,25 +119,6 @@ void TwoCachedSegments(Harness& h, bool on_stream,
   for (PooledAllocation& a : h.held_allocations) a.Release();
 }
 
-// What a run of the step without a fault must show besides calling the op:
-// `before` is the target device's cache stats before the step, `calls` the
-// step's calls of the cell's op.
-using ProofFn = std::function<void(Harness&, const AllocationCacheStats& before,
-                                   int64_t calls)>;
-
-struct SegmentCase {
-  Scenario scenario;
-  ProofFn proof;
-  // Run before the step of the fault-free run only.
-  std::function<void(Harness&)> prepare = [](Harness&) {};
-};
-
-void Want(Harness& h, int64_t got, int64_t want, const char* what) {
-  if (got != want) {
-    h.Error(absl::StrCat(what, ": got ", got, ", want ", want));
-  }
-}
-
 // Served from the cache by a split: no runtime allocation, and the rest of
 // the block (`rest` bytes) is cached.
 ProofFn Split(size_t rest) {
@@ -193,16 +174,15 @@ std::function<void(Harness&)> GiveBackRoom(size_t request) {
   };
 }
 
-std::vector<SegmentCase> SegmentCases() {
-  std::vector<SegmentCase> s;
+std::vector<ProvenCase> ProvenCases() {
+  std::vector<ProvenCase> s;
   auto add = [&s](Path path, SimOp op, std::string what,
                   std::function<void(Harness&)> setup,
                   std::function<absl::Status(Harness&)> step, ExpectFn expect,
-                  ProofFn proof) -> SegmentCase& {
-    s.push_back(
-        SegmentCase{Scenario{path, op, std::move(what), std::move(setup),
-                             std::move(step), std::move(expect)},
-                    std::move(proof)});
+                  ProofFn proof) -> ProvenCase& {
+    s.push_back(ProvenCase{Scenario{path, op, std::move(what), std::move(setup),
+                                    std::move(step), std::move(expect)},
+                           std::move(proof)});
     return s.back();
   };
 
@@ -352,51 +332,16 @@ std::vector<SegmentCase> SegmentCases() {
        idle, large, kLarge, 2, CacheAllocation()},
   };
   for (const auto& g : give_backs) {
-    SegmentCase& c = add(Path::kCacheGiveBack, g.op, g.what, g.setup, g.step,
-                         g.expect, GaveBack(g.segments));
+    ProvenCase& c = add(Path::kCacheGiveBack, g.op, g.what, g.setup, g.step,
+                        g.expect, GaveBack(g.segments));
     c.scenario.cache_options.give_back_above_percent = kGiveBackPercent;
     c.prepare = GiveBackRoom(g.request);
   }
   return s;
 }
 
-// The fault-free run of one case: the step succeeds, calls the op and takes
-// its path; nothing leaks and nothing is misused.
-std::vector<std::string> RunWithoutFault(const SegmentCase& c) {
-  Harness h;
-  h.BuildPools(c.scenario);
-  c.scenario.setup(h);
-  if (!h.errors.empty()) return h.errors;
-  c.prepare(h);
-  const AllocationCacheStats before = h.cache->GetStats(kTarget);
-  const int64_t setup_calls = h.sim.calls(c.scenario.op);
-  const absl::Status status = c.scenario.step(h);
-  if (!status.ok()) h.Error(absl::StrCat("step: ", status.ToString()));
-  const int64_t calls = h.sim.calls(c.scenario.op) - setup_calls;
-  if (calls == 0) {
-    h.Error(absl::StrCat("the step never called ", SimOpName(c.scenario.op)));
-  }
-  c.proof(h, before, calls);
-  h.sim.CompleteAllWork();
-  h.ReleaseHeld();
-  h.cache.reset();
-  h.events.reset();
-  h.streams.reset();
-  if (absl::Status leaks = h.sim.CheckNoLeaks(); !leaks.ok()) {
-    h.Error(absl::StrCat("CheckNoLeaks: ", leaks.ToString()));
-  }
-  for (std::string& violation : h.backend.violations()) {
-    h.Error(std::move(violation));
-  }
-  if (h.sim.misuse_count() != 0) {
-    h.Error(absl::StrCat("sim misuse: ",
-                         absl::StrJoin(h.sim.misuse_messages(), "; ")));
-  }
-  return h.errors;
-}
-
 TEST(SegmentPathsTest, EveryScenarioCallsItsOpOnItsPath) {
-  for (const SegmentCase& c : SegmentCases()) {
+  for (const ProvenCase& c : ProvenCases()) {
     for (const std::string& error : RunWithoutFault(c)) {
       ADD_FAILURE() << c.scenario.what << " (" << SimOpName(c.scenario.op)
                     << "): " << error;
@@ -408,7 +353,7 @@ TEST(SegmentPathsTest, EveryScenarioCallsItsOpOnItsPath) {
 
 std::vector<Scenario> SegmentScenarios() {
   std::vector<Scenario> scenarios;
-  for (SegmentCase& c : SegmentCases()) {
+  for (ProvenCase& c : ProvenCases()) {
     scenarios.push_back(std::move(c.scenario));
   }
   return scenarios;

@@ -136,6 +136,8 @@ std::string PathName(Path path) {
       return "cache allocate merged block";
     case Path::kCacheGiveBack:
       return "cache give-back before miss";
+    case Path::kCacheDeferredFence:
+      return "cache deferred fence";
     case Path::kGraphScopeOpen:
       return "graph capture scope open";
     case Path::kGraphAllocate:
@@ -921,6 +923,9 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
   for (Scenario& scenario : SegmentScenarios()) {
     scenarios.push_back(std::move(scenario));
   }
+  for (Scenario& scenario : DeferredFenceScenarios()) {
+    scenarios.push_back(std::move(scenario));
+  }
   // A cell is (path, op, fault); several scenarios may drive one (path, op),
   // and the cell counts as exercised only when all of them passed.
   std::map<std::pair<Path, SimOp>, std::vector<const Scenario*>> keys;
@@ -961,7 +966,7 @@ TEST(FaultMatrixTest, EveryCellHoldsTheInvariants) {
   EXPECT_EQ(total, static_cast<int>(keys.size() * std::size(kFaults)));
   // The matrix never shrinks unnoticed: a new path or primitive changes
   // this number on purpose.
-  EXPECT_EQ(total, 415);
+  EXPECT_EQ(total, 440);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The fault-injection matrix's harness (tests/conformance/fault_matrix_test.cc
-// runs it; the scenarios live there, in fault_matrix_graph_ipc_test.cc and in
-// fault_matrix_segments_test.cc):
+// runs it; the scenarios live there, in fault_matrix_graph_ipc_test.cc,
+// fault_matrix_segments_test.cc and fault_matrix_deferred_test.cc):
 // the fault classes and what each injected fault looks like, the
 // expectations a cell states (caller's status code, handles allowed to leak),
 // the pool paths, and the Harness, one cell's world: a simulator behind the
@@ -215,6 +215,10 @@ enum class Path {
   kCacheMerge,
   kCacheMergedReuse,
   kCacheGiveBack,
+  // Blocks parked with their fence deferred (defer_same_stream_fences),
+  // fenced when another request or FenceStream wants them:
+  // fault_matrix_deferred_test.cc.
+  kCacheDeferredFence,
   // Graph pools (gpupool/graph_pool.h) and IPC (gpupool/ipc_handle.h):
   // fault_matrix_graph_ipc_test.cc.
   kGraphScopeOpen,
@@ -428,6 +432,9 @@ std::vector<Scenario> GraphIpcScenarios();
 // The scenarios of the cache's split, merge and give-back paths
 // (fault_matrix_segments_test.cc).
 std::vector<Scenario> SegmentScenarios();
+// The scenarios of the fence of blocks parked with it deferred
+// (fault_matrix_deferred_test.cc).
+std::vector<Scenario> DeferredFenceScenarios();
 
 }  // namespace gpupool::fault_matrix
 
