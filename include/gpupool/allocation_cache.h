@@ -165,10 +165,14 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // releases would have made.
   // The contract that buys it: such a stream must stay alive until its
   // blocks are fenced — call FenceStream(device, stream) before destroying a
-  // stream that released blocks (streams of a StreamPool, the legacy default
-  // stream and streams that live as long as the cache need nothing). A block
-  // whose stream captures when it is to be fenced stays parked until the
-  // capture ends. Off by default. GPUPOOL_CONF: defer_same_stream_fences=1.
+  // stream that released blocks. Streams of the stream pool of a Pools
+  // (ProcessPools included) are fenced before the pool destroys them; for a
+  // StreamPool of your own, set its PoolOptions::before_destroy to call
+  // FenceStream; streams that outlive the cache need nothing. A block whose
+  // stream captures when it is to be fenced stays parked until the capture
+  // ends. With detect_unregistered_captures a cycle still makes its capture
+  // query (1 call). Off by default.
+  // GPUPOOL_CONF: defer_same_stream_fences=1.
   bool defer_same_stream_fences = false;
   // Called with the error of every Allocate that fails with
   // ResourceExhausted (after the out-of-memory chain), on the allocating

@@ -3,6 +3,8 @@
 #ifndef GPUPOOL_POOL_OPTIONS_H_
 #define GPUPOOL_POOL_OPTIONS_H_
 
+#include <functional>
+
 #include "absl/time/time.h"
 #include "gpupool/export.h"
 
@@ -29,6 +31,13 @@ struct GPUPOOL_EXPORT PoolOptions {
   int drain_checks_per_acquire = 2;
   // Remember where each lease was acquired (file:line), for leak reports.
   bool track_lease_sites = true;
+  // Called with each handle just before the pool destroys it (trimmed, over
+  // max_idle_per_key, faulted, or at the pool's end), on the destroying
+  // thread, with no lock of the pool held; it must not call back into this
+  // pool. For a stream pool beside an AllocationCache that defers fences
+  // (AllocationCacheOptions::defer_same_stream_fences), the cache's
+  // FenceStream: Pools sets that itself.
+  std::function<void(int device, void* handle)> before_destroy;
 };
 
 using StreamPoolOptions = PoolOptions;

@@ -399,10 +399,14 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
     // Used on a capturing stream: the captured work may replay it.
     if (HoldIfCapturing(shard, block)) return;
     // The capture query may have met a sticky error.
-    state =
-        poisoned(device) ? BlockState::kDrop : fence_.RecordReadyEvents(block);
-  } else if (options_.defer_same_stream_fences && block->uses.size() == 1 &&
-             block->size_class >= 0 && shard.Park(block, generation(device))) {
+    if (poisoned(device)) {
+      state = BlockState::kDrop;
+    } else if (ParkDeferred(shard, block)) {
+      return;
+    } else {
+      state = fence_.RecordReadyEvents(block);
+    }
+  } else if (ParkDeferred(shard, block)) {
     return;  // no runtime call: fenced before anything else may have it
   } else {
     state = fence_.RecordReadyEvents(block);

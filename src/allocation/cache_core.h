@@ -248,6 +248,9 @@ class AllocationCacheCore
   // False when no stream of it captures.
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
   // --- freeing.cc ---
+  // Parks a released block (parked.h) when fences are deferred and it was
+  // used on one stream alone: true when it was parked.
+  bool ParkDeferred(AllocationShard& shard, AllocationBlock* block);
   // Fences parked blocks (parked.h) of `stream` (all with nullopt) and
   // releases them as any other: a ready event recorded on the stream they
   // were released on, unless it captures now (they stay parked), or the

@@ -64,6 +64,12 @@ absl::Status AllocationCacheCore::TrimAll() {
   return first;
 }
 
+bool AllocationCacheCore::ParkDeferred(AllocationShard& shard,
+                                       AllocationBlock* block) {
+  return options_.defer_same_stream_fences && block->uses.size() == 1 &&
+         block->size_class >= 0 && shard.Park(block, generation(block->device));
+}
+
 size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
                                         std::optional<NativeStream> stream) {
   BlockVector blocks;

@@ -412,6 +412,7 @@ class alignas(kCacheLine) KeyedShard final
   }
 
   void Destroy(void* handle, bool faulty) {
+    if (options_.before_destroy) options_.before_destroy(device_, handle);
     const absl::Time start = absl::Now();
     absl::Status status = Kind::Destroy(*backend_, device_, handle);
     const absl::Duration latency = absl::Now() - start;

@@ -30,7 +30,20 @@ absl::StatusOr<std::unique_ptr<Pools>> Pools::Create(
 Pools::Pools(std::unique_ptr<Backend> backend,
              std::shared_ptr<DeviceHealth> health, const PoolsOptions& options)
     : backend_(std::move(backend)), health_(std::move(health)) {
-  streams_ = std::make_unique<StreamPool>(*backend_, health_, options.streams);
+  PoolOptions stream_options = options.streams;
+  if (options.allocations.defer_same_stream_fences) {
+    // A stream the pool destroys first has its deferred fences recorded (the
+    // cache, made below, outlives no stream of the pool: it goes first).
+    stream_options.before_destroy =
+        [this, user = std::move(stream_options.before_destroy)](int device,
+                                                                void* stream) {
+          if (allocations_ != nullptr) {
+            allocations_->FenceStream(device, stream).IgnoreError();
+          }
+          if (user) user(device, stream);
+        };
+  }
+  streams_ = std::make_unique<StreamPool>(*backend_, health_, stream_options);
   events_ = std::make_unique<EventPool>(*backend_, health_, options.events);
   allocations_ = std::make_unique<AllocationCache>(*backend_, *events_, health_,
                                                    options.allocations);

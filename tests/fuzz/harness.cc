@@ -71,9 +71,19 @@ Harness::Harness(FuzzedDataProvider& input) : input_(input) {
   const size_t ratios[] = {8, 0, 2};
   cache_options.give_back_above_percent = thresholds[length % 4];
   cache_options.max_split_ratio = ratios[(length / 4) % 3];
+  // Fences deferred on every other length: a release on one stream parks
+  // its block, fenced before anything else may have it; the stream pool
+  // fences a stream's blocks before it destroys the stream.
+  cache_options.defer_same_stream_fences = (length / 12) % 2 == 1;
   max_cached_block_bytes_ = cache_options.max_cached_block_bytes;
 
-  streams_ = std::make_unique<StreamPool>(*backend_, health_, pool_options);
+  PoolOptions stream_options = pool_options;
+  if (cache_options.defer_same_stream_fences) {
+    stream_options.before_destroy = [this](int device, void* stream) {
+      if (cache_ != nullptr) cache_->FenceStream(device, stream).IgnoreError();
+    };
+  }
+  streams_ = std::make_unique<StreamPool>(*backend_, health_, stream_options);
   events_ = std::make_unique<EventPool>(*backend_, health_, pool_options);
   cache_ = std::make_unique<AllocationCache>(*backend_, *events_, health_,
                                              cache_options);

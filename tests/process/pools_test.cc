@@ -121,6 +121,41 @@ TEST(PoolsTest, TrimEmptiesEveryPool) {
   EXPECT_EQ(sim->live_allocations(0), 0);
 }
 
+// With deferred fences, a stream the stream pool destroys has the blocks
+// parked on it fenced first: the event is recorded on the live stream, the
+// block stays cached, and nothing touches the destroyed handle.
+TEST(PoolsTest, AStreamThePoolDestroysIsFencedFirst) {
+  auto backend = std::make_unique<SimBackend>(StrictSimOptions(1));
+  SimBackend* sim = backend.get();
+  PoolsOptions options;
+  options.allocations.defer_same_stream_fences = true;
+  int user_hook_calls = 0;
+  options.streams.before_destroy = [&user_hook_calls](int, void*) {
+    ++user_hook_calls;
+  };
+  absl::StatusOr<std::unique_ptr<Pools>> pools =
+      Pools::Create(std::move(backend), options);
+  ASSERT_THAT(pools, IsOk());
+  {
+    absl::StatusOr<PooledStream> stream = (*pools)->streams().Acquire(0, {});
+    ASSERT_THAT(stream, IsOk());
+    ASSERT_THAT((*pools)->allocations().Allocate(
+                    0, 1 << 20, MemoryKind::kDevice, stream->get()),
+                IsOk());
+  }
+  AllocationCacheStats stats = (*pools)->allocations().GetStats(0);
+  ASSERT_EQ(stats.blocks_cached, 1);  // parked: no event recorded yet
+  const int64_t records = sim->calls(SimOp::kEventRecord);
+  (*pools)->streams().Trim();  // destroys the idle stream
+  EXPECT_EQ(sim->live_streams(0), 0);
+  EXPECT_EQ(sim->calls(SimOp::kEventRecord) - records, 1);
+  EXPECT_EQ(user_hook_calls, 1);
+  stats = (*pools)->allocations().GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.blocks_leaked, 0);
+  EXPECT_EQ(sim->misuse_count(), 0);
+}
+
 // Runs ProcessPools() in a fresh child with GPUPOOL_BACKEND=`env` (unset when
 // null) and returns the child's report: "ok:<backend>" or "error:<code>:<msg>".
 std::string ProcessPoolsInChild(const char* env) {
