@@ -8,7 +8,9 @@ of them) and prints Markdown: per case, runtime calls per cycle and time per
 cycle (CPU time of the benchmark threads, and wall time; both divided by the
 cycles of all threads) for gpupool, CUB with its defaults and CUB matched to
 gpupool's limits, with gpupool / CUB ratios (below 1 gpupool is faster); per
-trace, peak reserved / peak live bytes and runtime mallocs per peer.
+trace, peak reserved / peak live bytes and runtime mallocs per peer. Rows of
+gpupool with deferred fences (peer gpupool_deferred), where the run has
+them, get a table of their own per cost model and a column in the replays.
 With --svg, also writes a bar chart of the CPU-time ratios (plain SVG, no
 plotting library needed).
 """
@@ -22,6 +24,7 @@ from collections import defaultdict
 TIMED = re.compile(r"^peers/(\w+)/(null|profile|real)/(\w+)/real_time(?:/threads:(\d+))?$")
 REPLAY = re.compile(r"^replay/(\w+)/(\w+)/iterations:1/real_time$")
 PEERS = ("gpupool", "cub_default", "cub_fair")
+DEFERRED = "gpupool_deferred"
 
 
 def load(paths):
@@ -137,16 +140,45 @@ def main():
                 cells += [" / ".join(f"{x:,.0f}" for x in t),
                           f"{t[0] / t[1]:.2f}×", f"{t[0] / t[2]:.2f}×"]
             print(f"| {label.replace('_', '-')} | " + " | ".join(cells) + " |")
+        deferred_rows = [label for label in order
+                         if all(p in cases.get((costs, label), {})
+                                for p in PEERS + (DEFERRED,))]
+        if deferred_rows:
+            print(f"\n*gpupool with deferred fences ({costs} runtime)*\n")
+            print("| case | runtime calls per cycle (deferred / gpupool) | "
+                  "CPU ns per cycle (deferred / gpupool) | deferred ÷ "
+                  "gpupool | deferred ÷ CUB default | deferred ÷ CUB fair "
+                  "| wall: deferred ÷ CUB fair |")
+            print("|---|---|---|---:|---:|---:|---:|")
+            for label in deferred_rows:
+                peers = cases[(costs, label)]
+                d, g = peers[DEFERRED], peers["gpupool"]
+                calls = " / ".join(
+                    f"{r.get('calls_per_cycle', float('nan')):.3g}"
+                    for r in (d, g))
+                cpu = [ns(r, "cpu_time") for r in
+                       (d, g, peers["cub_default"], peers["cub_fair"])]
+                wall = ns(d, "real_time") / ns(peers["cub_fair"], "real_time")
+                print(f"| {label.replace('_', '-')} | {calls} | "
+                      f"{cpu[0]:,.0f} / {cpu[1]:,.0f} | "
+                      f"{cpu[0] / cpu[1]:.2f}× | {cpu[0] / cpu[2]:.2f}× | "
+                      f"{cpu[0] / cpu[3]:.2f}× | {wall:.2f}× |")
     if svg:
         write_svg(svg, cases, order)
     print("\n**trace replays** (peak reserved ÷ peak live; runtime mallocs)\n")
-    print("| trace | peak live | gpupool | CUB default | CUB fair | raw |")
-    print("|---|---:|---:|---:|---:|---:|")
+    with_deferred = all(DEFERRED in peers for peers in replays.values())
+    columns = (PEERS[:1] + ((DEFERRED,) if with_deferred else ()) +
+               PEERS[1:] + ("raw",))
+    print("| trace | peak live | " + " | ".join(
+        {"gpupool": "gpupool", DEFERRED: "gpupool, deferred fences",
+         "cub_default": "CUB default", "cub_fair": "CUB fair",
+         "raw": "raw"}[c] for c in columns) + " |")
+    print("|---|---:|" + "---:|" * len(columns))
     for trace in sorted(replays):
         peers = replays[trace]
         live = peers["raw"]["peak_live_mib"]
         cells = []
-        for p in PEERS + ("raw",):
+        for p in columns:
             r = peers[p]
             cells.append(f"{r['reserved_over_live']:.2f} "
                          f"({r['runtime_mallocs']:,.0f})")

@@ -170,9 +170,9 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // StreamPool of your own, set its PoolOptions::before_destroy to call
   // FenceStream; streams that outlive the cache need nothing. A block whose
   // stream captures when it is to be fenced stays parked until the capture
-  // ends. With detect_unregistered_captures a cycle still makes its capture
-  // query (1 call). Off by default.
-  // GPUPOOL_CONF: defer_same_stream_fences=1.
+  // ends (FenceStream, whose stream is about to go, leaks it instead). With
+  // detect_unregistered_captures a cycle still makes its capture query (1
+  // call). Off by default. GPUPOOL_CONF: defer_same_stream_fences=1.
   bool defer_same_stream_fences = false;
   // Called with the error of every Allocate that fails with
   // ResourceExhausted (after the out-of-memory chain), on the allocating
@@ -342,8 +342,10 @@ class GPUPOOL_EXPORT AllocationCache {
   absl::Status Trim();
   // Records the ready events of the blocks released on `stream` of `device`
   // with their fence deferred (defer_same_stream_fences) and caches them as
-  // any other release: after it `stream` may be destroyed. A no-op when
-  // nothing is deferred (one atomic load per kind, no call). InvalidArgument
+  // any other release: after it `stream` may be destroyed. A block whose
+  // stream is capturing cannot be fenced: it is leaked (counted in
+  // blocks_leaked), never reused or freed. A no-op when nothing is deferred
+  // (one atomic load per kind, no call). InvalidArgument
   // for a bad device; FailedPrecondition when forked or exiting; OK on a
   // poisoned device (its blocks were dropped).
   absl::Status FenceStream(int device, NativeStream stream);

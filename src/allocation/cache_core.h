@@ -249,14 +249,21 @@ class AllocationCacheCore
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
   // --- freeing.cc ---
   // Parks a released block (parked.h) when fences are deferred and it was
-  // used on one stream alone: true when it was parked.
-  bool ParkDeferred(AllocationShard& shard, AllocationBlock* block);
+  // used on one stream alone: true when it was parked. Inline: without the
+  // option, a release pays one flag test.
+  bool ParkDeferred(AllocationShard& shard, AllocationBlock* block) {
+    return options_.defer_same_stream_fences && block->uses.size() == 1 &&
+           block->size_class >= 0 &&
+           shard.Park(block, generation(block->device));
+  }
   // Fences parked blocks (parked.h) of `stream` (all with nullopt) and
   // releases them as any other: a ready event recorded on the stream they
-  // were released on, unless it captures now (they stay parked), or the
-  // device is dead (dropped without a call). Returns how many were fenced.
+  // were released on, unless it captures now (they stay parked, or are
+  // leaked when `stream_goes`: it is about to be destroyed), or the device
+  // is dead (dropped without a call). Returns how many left the parked list.
   size_t FenceParked(AllocationShard& shard,
-                     std::optional<NativeStream> stream = std::nullopt);
+                     std::optional<NativeStream> stream = std::nullopt,
+                     bool stream_goes = false);
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);

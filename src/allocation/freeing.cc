@@ -64,14 +64,9 @@ absl::Status AllocationCacheCore::TrimAll() {
   return first;
 }
 
-bool AllocationCacheCore::ParkDeferred(AllocationShard& shard,
-                                       AllocationBlock* block) {
-  return options_.defer_same_stream_fences && block->uses.size() == 1 &&
-         block->size_class >= 0 && shard.Park(block, generation(block->device));
-}
-
 size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
-                                        std::optional<NativeStream> stream) {
+                                        std::optional<NativeStream> stream,
+                                        bool stream_goes) {
   BlockVector blocks;
   shard.Unpark(stream, &blocks);
   size_t fenced = 0;
@@ -91,8 +86,10 @@ size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
         checked = used_on;
       }
       if (capture.ok() && *capture != CaptureStatus::kNone) {
-        if (shard.Park(block, generation(device))) continue;
-        state = BlockState::kLeak;  // the cache closed meanwhile
+        // Parked again, unless the stream goes (or the cache closed
+        // meanwhile): then the block can never be fenced, and is leaked.
+        if (!stream_goes && shard.Park(block, generation(device))) continue;
+        state = BlockState::kLeak;
       } else if (!capture.ok() &&
                  capture.status().code() != absl::StatusCode::kUnimplemented) {
         // Unknown (a backend without capture status never captures): never
@@ -119,7 +116,9 @@ absl::Status AllocationCacheCore::FenceStream(int device, NativeStream stream) {
   }
   for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
     AllocationShard& shard = Shard(device, kind);
-    if (shard.MayHaveParked()) FenceParked(shard, stream);
+    if (shard.MayHaveParked()) {
+      FenceParked(shard, stream, /*stream_goes=*/true);
+    }
   }
   return absl::OkStatus();
 }

@@ -179,9 +179,10 @@ TEST_F(AllocationCacheSimTest, DeferredBlockStaysParkedWhileItsStreamCaptures) {
   NativeStream a = NewStream();
   ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
   ASSERT_THAT(sim_.BeginCapture(a, SimCaptureMode::kGlobal), IsOk());
-  // No event may be recorded into the capture: the block stays parked.
-  ASSERT_THAT(cache->FenceStream(0, a), IsOk());
+  // No event may be recorded into the capture: Trim leaves the block parked.
+  ASSERT_THAT(cache->Trim(0), IsOk());
   EXPECT_EQ(cache->GetStats(0).blocks_cached, 1);
+  EXPECT_EQ(cache->GetStats(0).runtime_frees, 0);
   // Not invalidated: no query or synchronization touched the capture.
   absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(a);
   ASSERT_THAT(graph, IsOk());
@@ -189,6 +190,37 @@ TEST_F(AllocationCacheSimTest, DeferredBlockStaysParkedWhileItsStreamCaptures) {
   ASSERT_THAT(cache->Trim(0), IsOk());
   EXPECT_EQ(cache->GetStats(0).runtime_frees, 1);
   EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
+// FenceStream says the stream is about to go: a block it cannot fence (its
+// stream captures) is leaked, never left parked on a stream that is gone.
+TEST(DeferredFenceTest, FenceStreamOfACapturingStreamLeaksItsBlocks) {
+  SimOptions options;
+  options.device_count = 1;
+  int64_t misuse = 0;
+  options.on_misuse = [&misuse](absl::string_view) { ++misuse; };
+  SimBackend sim(options);
+  absl::StatusOr<NativeStream> a = sim.CreateStream(0, {});
+  ASSERT_THAT(a, IsOk());
+  {
+    EventPool events(sim);
+    AllocationCache cache(sim, events, Deferred());
+    ASSERT_THAT(cache.Allocate(0, kMiB, MemoryKind::kDevice, *a), IsOk());
+    ASSERT_THAT(sim.BeginCapture(*a, SimCaptureMode::kGlobal), IsOk());
+    ASSERT_THAT(cache.FenceStream(0, *a), IsOk());
+    const AllocationCacheStats stats = cache.GetStats(0);
+    EXPECT_EQ(stats.blocks_leaked, 1);
+    EXPECT_EQ(stats.blocks_cached, 0);
+    absl::StatusOr<SimGraph> graph = sim.EndCaptureToGraph(*a);
+    ASSERT_THAT(graph, IsOk());
+    ASSERT_THAT(sim.DestroyGraph(*graph), IsOk());
+    ASSERT_THAT(sim.DestroyStream(0, *a), IsOk());
+    ASSERT_THAT(cache.Trim(0), IsOk());
+    EXPECT_EQ(cache.GetStats(0).runtime_frees, 0);  // never freed unfenced
+  }
+  EXPECT_EQ(sim.graph_misuses(), 0);
+  EXPECT_EQ(sim.live_allocations(0), 1);  // the leaked segment
+  EXPECT_EQ(misuse, 0);
 }
 
 TEST_F(AllocationCacheSimTest, DeferredBlockIsListedPendingInASnapshot) {
