@@ -28,48 +28,14 @@
 #include "gpupool/graph_pool.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
+#include "tests/gpu/gate.h"
 
 namespace gpupool {
 namespace {
 
+using gpu_test::Gate;
+
 constexpr size_t kBytes = size_t{4} << 20;
-
-// Holds a stream (WaitForGate, enqueued with cudaLaunchHostFunc) until
-// Open(), or until a watchdog opens it after `limit`: nothing may
-// synchronize the device while it is shut (cudaFree does), so a wrongly
-// freed segment fails the test instead of hanging it. Destruction opens it.
-class Gate {
- public:
-  explicit Gate(std::chrono::seconds limit)
-      : watchdog_([this, limit] {
-          const auto deadline = std::chrono::steady_clock::now() + limit;
-          while (!open_.load(std::memory_order_acquire) &&
-                 std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          }
-          if (!open_.exchange(true)) timed_out_.store(true);
-        }) {}
-  ~Gate() { Open(); }
-
-  void Open() {
-    open_.store(true, std::memory_order_release);
-    if (watchdog_.joinable()) watchdog_.join();
-  }
-  bool timed_out() const { return timed_out_.load(); }
-
-  // The host function: no CUDA call on the runtime's callback thread.
-  static void WaitForGate(void* gate) {
-    auto* self = static_cast<Gate*>(gate);
-    while (!self->open_.load(std::memory_order_acquire)) {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
-
- private:
-  std::atomic<bool> open_{false};
-  std::atomic<bool> timed_out_{false};
-  std::thread watchdog_;
-};
 
 // Whether one of the leases held at once on `stream`, one more than the
 // general cache holds idle, is `ptr` (the first Allocate also gives back a
