@@ -412,7 +412,15 @@ class alignas(kCacheLine) KeyedShard final
   }
 
   void Destroy(void* handle, bool faulty) {
-    if (options_.before_destroy) options_.before_destroy(device_, handle);
+    if (options_.before_destroy) {
+      options_.before_destroy(device_, handle);
+      // The hook may have met a sticky fault: a dead device's handle is
+      // dropped without a call.
+      if (health_->is_poisoned(device_)) {
+        Retire(RetireReason::kDropped);
+        return;
+      }
+    }
     const absl::Time start = absl::Now();
     absl::Status status = Kind::Destroy(*backend_, device_, handle);
     const absl::Duration latency = absl::Now() - start;

@@ -156,6 +156,38 @@ TEST(PoolsTest, AStreamThePoolDestroysIsFencedFirst) {
   EXPECT_EQ(sim->misuse_count(), 0);
 }
 
+// A sticky fault met while the pool's hook fences a stream's parked blocks
+// poisons the device: the block is dropped, and the stream too, with no
+// call on the dead device (not even the destroy the pool was about to make).
+TEST(PoolsTest, AStickyFaultInTheFenceBeforeADestroyDropsTheStream) {
+  auto backend = std::make_unique<SimBackend>(StrictSimOptions(1));
+  SimBackend* sim = backend.get();
+  PoolsOptions options;
+  options.allocations.defer_same_stream_fences = true;
+  absl::StatusOr<std::unique_ptr<Pools>> pools =
+      Pools::Create(std::move(backend), options);
+  ASSERT_THAT(pools, IsOk());
+  {
+    absl::StatusOr<PooledStream> stream = (*pools)->streams().Acquire(0, {});
+    ASSERT_THAT(stream, IsOk());
+    ASSERT_THAT((*pools)->allocations().Allocate(
+                    0, 1 << 20, MemoryKind::kDevice, stream->get()),
+                IsOk());
+  }
+  sim->FailNext(SimOp::kEventCreate,
+                FaultError(Fault::kDevice, absl::StatusCode::kInternal,
+                           "cudaErrorIllegalAddress"),
+                0);
+  const int64_t destroys = sim->calls(SimOp::kStreamDestroy);
+  (*pools)->streams().Trim();
+  EXPECT_TRUE((*pools)->health()->is_poisoned(0));
+  EXPECT_EQ(sim->calls(SimOp::kStreamDestroy), destroys);
+  EXPECT_EQ((*pools)->allocations().GetStats(0).blocks_dropped, 1);
+  EXPECT_EQ(sim->misuse_count(), 0);
+  // The real device would be dead: its handles die with its context.
+  sim->PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
+}
+
 // Runs ProcessPools() in a fresh child with GPUPOOL_BACKEND=`env` (unset when
 // null) and returns the child's report: "ok:<backend>" or "error:<code>:<msg>".
 std::string ProcessPoolsInChild(const char* env) {
