@@ -28,14 +28,6 @@ void ParkedBlocks::Add(AllocationBlock* block) {
     lane = &lanes_.back();
   }
   lane->blocks.PushFront(block);
-  ++count_;
-  bytes_ += static_cast<int64_t>(block->size);
-}
-
-void ParkedBlocks::Remove(Lane& lane, AllocationBlock* block) {
-  lane.blocks.Remove(block);
-  --count_;
-  bytes_ -= static_cast<int64_t>(block->size);
 }
 
 void ParkedBlocks::Prune() {
@@ -53,7 +45,7 @@ AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
        block != nullptr && seen < kScan;
        block = PrimaryList::Next(block), ++seen) {
     if (block->size != bytes) continue;
-    Remove(*lane, block);
+    lane->blocks.Remove(block);
     if (lane->blocks.empty()) Prune();
     return block;
   }
@@ -64,8 +56,7 @@ void ParkedBlocks::TakeAll(std::optional<NativeStream> stream,
                            BlockVector* out) {
   for (Lane& lane : lanes_) {
     if (stream.has_value() && lane.stream != *stream) continue;
-    while (AllocationBlock* block = lane.blocks.front()) {
-      Remove(lane, block);
+    while (AllocationBlock* block = lane.blocks.PopFront()) {
       out->push_back(block);
     }
   }
@@ -78,7 +69,7 @@ void ParkedBlocks::TakeIf(
     for (AllocationBlock* block = lane.blocks.front(); block != nullptr;) {
       AllocationBlock* next = PrimaryList::Next(block);
       if (leaves(*block)) {
-        Remove(lane, block);
+        lane.blocks.Remove(block);
         out->push_back(block);
       }
       block = next;

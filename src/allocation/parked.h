@@ -15,7 +15,6 @@
 #define GPUPOOL_SRC_ALLOCATION_PARKED_H_
 
 #include <cstddef>
-#include <cstdint>
 #include <optional>
 
 #include "absl/container/inlined_vector.h"
@@ -31,9 +30,8 @@ class ParkedBlocks {
   ParkedBlocks(const ParkedBlocks&) = delete;
   ParkedBlocks& operator=(const ParkedBlocks&) = delete;
 
-  bool empty() const { return count_ == 0; }
-  int64_t count() const { return count_; }
-  int64_t bytes() const { return bytes_; }
+  // Lanes left empty are dropped, so none means nothing is parked.
+  bool empty() const { return lanes_.empty(); }
 
   // Parks `block`, used on exactly one stream (`block->uses`), under it.
   void Add(AllocationBlock* block);
@@ -55,14 +53,11 @@ class ParkedBlocks {
   };
 
   Lane* Find(NativeStream stream);
-  void Remove(Lane& lane, AllocationBlock* block);
-  // Drops lanes left empty.
+  // Drops lanes left empty (every call that takes blocks out does).
   void Prune();
 
   // Few streams at a time: a linear search beats a hash.
   absl::InlinedVector<Lane, 4> lanes_;
-  int64_t count_ = 0;
-  int64_t bytes_ = 0;
 };
 
 }  // namespace gpupool::internal

@@ -1,5 +1,5 @@
 // The sealed (device, MemoryKind) shard of the allocation cache; see
-// shard.h. Stable buffers, parked blocks and the listings are in
+// shard.h. Stable buffers, kept and parked blocks and the listings are in
 // shard_kept.cc.
 
 #include "src/allocation/shard.h"
@@ -135,13 +135,17 @@ void AllocationShard::LeaseLocked(AllocationBlock* block,
     }
     block->spare_events.clear();
   }
+  AddInUseLocked(block);
+  stats_.peak_bytes_in_use =
+      std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+}
+
+void AllocationShard::AddInUseLocked(AllocationBlock* block) {
   in_use_.PushFront(block);
   ++stats_.allocations_in_use;
   stats_.bytes_in_use += static_cast<int64_t>(block->size);
   stats_.bytes_rounded += static_cast<int64_t>(block->size);
   stats_.bytes_requested += static_cast<int64_t>(block->requested);
-  stats_.peak_bytes_in_use =
-      std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
 }
 
 void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
@@ -150,30 +154,6 @@ void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
   stats_.bytes_in_use -= static_cast<int64_t>(block->size);
   stats_.bytes_rounded -= static_cast<int64_t>(block->size);
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
-}
-
-// --- Kept blocks -------------------------------------------------------------
-
-void AllocationShard::LeaseKept(AllocationBlock* block,
-                                const LeaseRequest& request, bool hit) {
-  MutexLock lock(&mu_);
-  if (hit) ++stats_.hits;
-  LeaseLocked(block, request);
-}
-
-void AllocationShard::Reinstate(AllocationBlock* block) {
-  MutexLock lock(&mu_);
-  block->requested = 0;
-  block->lease_id = 0;
-  in_use_.PushFront(block);
-  ++stats_.allocations_in_use;
-  stats_.bytes_in_use += static_cast<int64_t>(block->size);
-  stats_.bytes_rounded += static_cast<int64_t>(block->size);
-}
-
-void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
-  MutexLock lock(&mu_);
-  RemoveInUseLocked(block);
 }
 
 // --- Release -----------------------------------------------------------------
@@ -233,17 +213,28 @@ AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
                                                   bool oldest, bool released) {
   if (!IsWholeSegment(block)) block = MergeLocked(block, released);
   block->listed_at = lease_count_;
-  if (IsWholeSegment(block)) {
-    if (!ReserveLocked(block->size)) return block;
+  if (!CountCachedLocked(*block)) return block;
+  index_.Insert(block, oldest);
+  return nullptr;
+}
+
+bool AllocationShard::CountCachedLocked(const AllocationBlock& block) {
+  if (IsWholeSegment(&block)) {
+    if (!ReserveLocked(block.size)) return false;
   } else {
     // Part of a segment cannot go back to the runtime: it stays cached
     // whatever the cap (which holds for whole segments).
-    device_cached_bytes_->fetch_add(block->size, std::memory_order_relaxed);
+    device_cached_bytes_->fetch_add(block.size, std::memory_order_relaxed);
   }
-  index_.Insert(block, oldest);
   ++stats_.blocks_cached;
-  stats_.bytes_cached += static_cast<int64_t>(block->size);
-  return nullptr;
+  stats_.bytes_cached += static_cast<int64_t>(block.size);
+  return true;
+}
+
+void AllocationShard::UncountCachedLocked(const AllocationBlock& block) {
+  --stats_.blocks_cached;
+  stats_.bytes_cached -= static_cast<int64_t>(block.size);
+  device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
 }
 
 AllocationBlock* AllocationShard::MergeLocked(AllocationBlock* block,
@@ -266,9 +257,7 @@ void AllocationShard::SplitLocked(AllocationBlock* block, size_t bytes,
 
 void AllocationShard::RemoveCachedLocked(AllocationBlock* block) {
   index_.Remove(block);
-  --stats_.blocks_cached;
-  stats_.bytes_cached -= static_cast<int64_t>(block->size);
-  device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
+  UncountCachedLocked(*block);
 }
 
 AllocationBlock* AllocationShard::TakeOldestPendingLocked(size_t bytes) {

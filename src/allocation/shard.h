@@ -259,6 +259,14 @@ class alignas(kCacheLine) AllocationShard {
   void SplitLocked(AllocationBlock* block, size_t bytes, bool rest_takes_events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A block enters (or leaves) the cached gauges and the device's cached
+  // bytes, listed or parked: false, nothing counted, when a whole segment
+  // finds no room under the cap (a part of a segment is cached whatever
+  // the cap).
+  bool CountCachedLocked(const AllocationBlock& block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UncountCachedLocked(const AllocationBlock& block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCachedLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* TakeOldestPendingLocked(size_t bytes)
@@ -273,6 +281,10 @@ class alignas(kCacheLine) AllocationShard {
   void TakeAllRetiringLocked(BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaseLocked(AllocationBlock* block, const LeaseRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A block enters (or leaves) the in-use list and gauges; a lease also
+  // raises the peak (LeaseLocked).
+  void AddInUseLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveInUseLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,7 +1,8 @@
 // What an allocation shard keeps outside its free index, under its lock:
 // the stable buffers (AcquireStable: entries, claims and counters; the
-// runtime side is in stable.cc) and the blocks parked with their fence
-// deferred (parked.h); and the listings of what the shard holds: its
+// runtime side is in stable.cc), the blocks kept out of use (held, or a
+// capture router's) and the blocks parked with their fence deferred
+// (parked.h); and the listings of what the shard holds: its
 // statistics, the leases out (leak reports) and every block and stable
 // buffer (snapshots).
 
@@ -113,29 +114,43 @@ void AllocationShard::ForEachBlock(
   }
 }
 
+// --- Kept blocks -------------------------------------------------------------
+
+void AllocationShard::LeaseKept(AllocationBlock* block,
+                                const LeaseRequest& request, bool hit) {
+  MutexLock lock(&mu_);
+  if (hit) ++stats_.hits;
+  LeaseLocked(block, request);
+}
+
+void AllocationShard::Reinstate(AllocationBlock* block) {
+  MutexLock lock(&mu_);
+  block->requested = 0;
+  block->lease_id = 0;
+  AddInUseLocked(block);
+}
+
+void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
+  MutexLock lock(&mu_);
+  RemoveInUseLocked(block);
+}
+
 // --- Parked blocks -----------------------------------------------------------
 
 bool AllocationShard::Park(AllocationBlock* block, uint64_t generation) {
   MutexLock lock(&mu_);
-  if (closed_ || block->generation != generation) return false;
-  if (IsWholeSegment(block)) {
-    if (!ReserveLocked(block->size)) return false;
-  } else {
-    // Part of a segment: cached whatever the cap, as in the free index.
-    device_cached_bytes_->fetch_add(block->size, std::memory_order_relaxed);
+  if (closed_ || block->generation != generation ||
+      !CountCachedLocked(*block)) {
+    return false;
   }
   RemoveInUseLocked(block);
-  ++stats_.blocks_cached;
-  stats_.bytes_cached += static_cast<int64_t>(block->size);
   parked_.Add(block);
   any_parked_.store(true, std::memory_order_relaxed);
   return true;
 }
 
 void AllocationShard::UncacheParkedLocked(const AllocationBlock& block) {
-  --stats_.blocks_cached;
-  stats_.bytes_cached -= static_cast<int64_t>(block.size);
-  device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
+  UncountCachedLocked(block);
   any_parked_.store(!parked_.empty(), std::memory_order_relaxed);
 }
 
@@ -167,11 +182,7 @@ void AllocationShard::Unpark(std::optional<NativeStream> stream,
     UncacheParkedLocked(*block);
     // In use again, as the lease that released it was: the caller releases
     // it (TakeBack), which takes it out of the gauges once more.
-    in_use_.PushFront(block);
-    ++stats_.allocations_in_use;
-    stats_.bytes_in_use += static_cast<int64_t>(block->size);
-    stats_.bytes_rounded += static_cast<int64_t>(block->size);
-    stats_.bytes_requested += static_cast<int64_t>(block->requested);
+    AddInUseLocked(block);
   }
 }
 

@@ -121,36 +121,47 @@ TEST(PoolsTest, TrimEmptiesEveryPool) {
   EXPECT_EQ(sim->live_allocations(0), 0);
 }
 
+// Pools over a one-device simulator with fences deferred, after a block
+// leased on a pool stream and released with it: parked on that stream, which
+// is back in the stream pool, idle. `*sim` is the pools' simulator.
+std::unique_ptr<Pools> PoolsWithAParkedBlock(SimBackend** sim,
+                                             PoolsOptions options = {}) {
+  auto backend = std::make_unique<SimBackend>(StrictSimOptions(1));
+  *sim = backend.get();
+  options.allocations.defer_same_stream_fences = true;
+  absl::StatusOr<std::unique_ptr<Pools>> pools =
+      Pools::Create(std::move(backend), options);
+  EXPECT_THAT(pools, IsOk());
+  if (!pools.ok()) return nullptr;
+  absl::StatusOr<PooledStream> stream = (*pools)->streams().Acquire(0, {});
+  EXPECT_THAT(stream, IsOk());
+  if (!stream.ok()) return nullptr;
+  EXPECT_THAT((*pools)->allocations().Allocate(0, 1 << 20, MemoryKind::kDevice,
+                                               stream->get()),
+              IsOk());
+  return *std::move(pools);
+}
+
 // With deferred fences, a stream the stream pool destroys has the blocks
 // parked on it fenced first: the event is recorded on the live stream, the
 // block stays cached, and nothing touches the destroyed handle.
 TEST(PoolsTest, AStreamThePoolDestroysIsFencedFirst) {
-  auto backend = std::make_unique<SimBackend>(StrictSimOptions(1));
-  SimBackend* sim = backend.get();
+  SimBackend* sim = nullptr;
   PoolsOptions options;
-  options.allocations.defer_same_stream_fences = true;
   int user_hook_calls = 0;
   options.streams.before_destroy = [&user_hook_calls](int, void*) {
     ++user_hook_calls;
   };
-  absl::StatusOr<std::unique_ptr<Pools>> pools =
-      Pools::Create(std::move(backend), options);
-  ASSERT_THAT(pools, IsOk());
-  {
-    absl::StatusOr<PooledStream> stream = (*pools)->streams().Acquire(0, {});
-    ASSERT_THAT(stream, IsOk());
-    ASSERT_THAT((*pools)->allocations().Allocate(
-                    0, 1 << 20, MemoryKind::kDevice, stream->get()),
-                IsOk());
-  }
-  AllocationCacheStats stats = (*pools)->allocations().GetStats(0);
+  std::unique_ptr<Pools> pools = PoolsWithAParkedBlock(&sim, options);
+  ASSERT_NE(pools, nullptr);
+  AllocationCacheStats stats = pools->allocations().GetStats(0);
   ASSERT_EQ(stats.blocks_cached, 1);  // parked: no event recorded yet
   const int64_t records = sim->calls(SimOp::kEventRecord);
-  (*pools)->streams().Trim();  // destroys the idle stream
+  pools->streams().Trim();  // destroys the idle stream
   EXPECT_EQ(sim->live_streams(0), 0);
   EXPECT_EQ(sim->calls(SimOp::kEventRecord) - records, 1);
   EXPECT_EQ(user_hook_calls, 1);
-  stats = (*pools)->allocations().GetStats(0);
+  stats = pools->allocations().GetStats(0);
   EXPECT_EQ(stats.blocks_cached, 1);
   EXPECT_EQ(stats.blocks_leaked, 0);
   EXPECT_EQ(sim->misuse_count(), 0);
@@ -160,29 +171,18 @@ TEST(PoolsTest, AStreamThePoolDestroysIsFencedFirst) {
 // poisons the device: the block is dropped, and the stream too, with no
 // call on the dead device (not even the destroy the pool was about to make).
 TEST(PoolsTest, AStickyFaultInTheFenceBeforeADestroyDropsTheStream) {
-  auto backend = std::make_unique<SimBackend>(StrictSimOptions(1));
-  SimBackend* sim = backend.get();
-  PoolsOptions options;
-  options.allocations.defer_same_stream_fences = true;
-  absl::StatusOr<std::unique_ptr<Pools>> pools =
-      Pools::Create(std::move(backend), options);
-  ASSERT_THAT(pools, IsOk());
-  {
-    absl::StatusOr<PooledStream> stream = (*pools)->streams().Acquire(0, {});
-    ASSERT_THAT(stream, IsOk());
-    ASSERT_THAT((*pools)->allocations().Allocate(
-                    0, 1 << 20, MemoryKind::kDevice, stream->get()),
-                IsOk());
-  }
+  SimBackend* sim = nullptr;
+  std::unique_ptr<Pools> pools = PoolsWithAParkedBlock(&sim);
+  ASSERT_NE(pools, nullptr);
   sim->FailNext(SimOp::kEventCreate,
                 FaultError(Fault::kDevice, absl::StatusCode::kInternal,
                            "cudaErrorIllegalAddress"),
                 0);
   const int64_t destroys = sim->calls(SimOp::kStreamDestroy);
-  (*pools)->streams().Trim();
-  EXPECT_TRUE((*pools)->health()->is_poisoned(0));
+  pools->streams().Trim();
+  EXPECT_TRUE(pools->health()->is_poisoned(0));
   EXPECT_EQ(sim->calls(SimOp::kStreamDestroy), destroys);
-  EXPECT_EQ((*pools)->allocations().GetStats(0).blocks_dropped, 1);
+  EXPECT_EQ(pools->allocations().GetStats(0).blocks_dropped, 1);
   EXPECT_EQ(sim->misuse_count(), 0);
   // The real device would be dead: its handles die with its context.
   sim->PoisonDevice(0, absl::InternalError("cudaErrorIllegalAddress"));
