@@ -33,7 +33,9 @@
 //   * Release(replay_streams) gives the blocks back to the general cache once
 //     the work enqueued so far on `replay_streams` (the graphs' last replays)
 //     completes — ready events recorded there fence them as for any release.
-//     Leases given back later are fenced on those streams and their own.
+//     Leases given back later are fenced on those replays (events the
+//     release recorded for them) and on their own streams: the replay
+//     streams may be destroyed as soon as Release returns.
 //   * RetainBy(graph) hands the release to the graphs: the pool goes back
 //     once the handle let go and the graphs, with every launch of theirs,
 //     are gone (runtime user objects tell when; no stream to name).
@@ -126,8 +128,11 @@ class GPUPOOL_EXPORT GraphPool {
   // pool's graphs were launched on, and any stream that used a pool block
   // outside a capture; the capture streams themselves are never touched
   // again (they may be destroyed once their capture ended). Call it after
-  // the graphs are destroyed. FailedPrecondition while a CaptureScope is
-  // open on the pool or after an earlier Release.
+  // the graphs are destroyed. The replay streams may be destroyed once it
+  // returns: the events fencing the blocks that come back later (leases
+  // still out; every block of a pool graphs retain) are recorded here, one
+  // set per such block. FailedPrecondition while a CaptureScope is open on
+  // the pool or after an earlier Release (then no capture may begin on it).
   absl::Status Release(const std::vector<NativeStream>& replay_streams = {});
 
   // Ties the pool to `graph` (a `cudaGraph_t`/`hipGraph_t` captured into

@@ -208,10 +208,22 @@ class AllocationCacheCore
   std::optional<BlockState> FenceKept(AllocationShard& shard,
                                       AllocationBlock* block);
   // Gives a block a router kept to the general cache, fenced by ready events
-  // on `streams` on top of those it holds (FenceKept). Counted as no lease:
-  // hits and peak_bytes_in_use are untouched. Clears its owner.
+  // on `streams` on top of those it holds (FenceKept) and `recorded` (a
+  // RecordFence's: events recorded earlier, on streams that may be gone
+  // since). Counted as no lease: hits and peak_bytes_in_use are untouched.
+  // Clears its owner.
   void GiveBack(AllocationBlock* block,
-                const std::vector<NativeStream>& streams);
+                const std::vector<NativeStream>& streams,
+                BlockEvents recorded = {});
+  // Records a ready event on each of `streams` of `device` now, into
+  // `events`, for a GiveBack later: the work enqueued there so far fences
+  // the block, and the streams need not outlive the call. kPending with
+  // events; kIdle when nothing is pending (no stream, or each was
+  // synchronized for want of an event); kDrop on a dead device; kLeak when
+  // no fence can be proven (a fault, or a stream that captures now: an
+  // event recorded there would be captured, not fence).
+  BlockState RecordFence(int device, const std::vector<NativeStream>& streams,
+                         BlockEvents* events);
 
  private:
   struct Released {

@@ -402,10 +402,12 @@ std::optional<BlockState> AllocationCacheCore::FenceKept(
 }
 
 void AllocationCacheCore::GiveBack(AllocationBlock* block,
-                                   const std::vector<NativeStream>& streams) {
+                                   const std::vector<NativeStream>& streams,
+                                   BlockEvents recorded) {
   AllocationShard& shard = Shard(block->device, block->kind);
   block->owner.reset();
   block->uses.assign(streams.begin(), streams.end());
+  for (PooledEvent& event : recorded) block->events.push_back(std::move(event));
   shard.Reinstate(block);
   BlockState state = ReleaseState(block);
   CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
@@ -431,6 +433,36 @@ void AllocationCacheCore::GiveBack(AllocationBlock* block,
     }
   }
   Settle(shard, block, state);
+}
+
+BlockState AllocationCacheCore::RecordFence(
+    int device, const std::vector<NativeStream>& streams, BlockEvents* events) {
+  events->clear();
+  if (poisoned(device)) return BlockState::kDrop;
+  CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
+  if (options_.detect_unregistered_captures ||
+      (router != nullptr && router->Routing())) {
+    for (NativeStream stream : streams) {
+      absl::StatusOr<CaptureStatus> status =
+          backend_.GetCaptureStatus(device, stream);
+      if (status.ok() && *status == CaptureStatus::kNone) continue;
+      if (!status.ok() &&
+          status.status().code() == absl::StatusCode::kUnimplemented) {
+        continue;  // a backend that cannot capture
+      }
+      if (!status.ok() && PoisonIfSticky(device, status.status())) {
+        return BlockState::kDrop;
+      }
+      return BlockState::kLeak;
+    }
+  }
+  // The fence's own carrier: the ordinary release fence records the events.
+  AllocationBlock carrier;
+  carrier.device = device;
+  carrier.uses.assign(streams.begin(), streams.end());
+  const BlockState state = fence_.RecordReadyEvents(&carrier);
+  *events = std::move(carrier.events);
+  return state;
 }
 
 void AllocationCacheCore::AddCaptureStats(int device,

@@ -38,7 +38,7 @@ absl::StatusOr<uint64_t> CaptureRoutes::OpenRoute(
     uint64_t capture_id) {
   {
     MutexLock pool_lock(&pool->mu);
-    if (pool->released) {
+    if (pool->released || pool->handle_let_go) {
       return absl::FailedPreconditionError(absl::StrCat(
           "GraphPool::BeginCapture: graph pool ", pool->id, " was released"));
     }

@@ -22,6 +22,7 @@
 #include "gpupool/backend.h"
 #include "src/allocation/block.h"
 #include "src/allocation/graph/recordings.h"
+#include "src/allocation/graph/release_fence.h"
 #include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
@@ -64,8 +65,10 @@ struct GraphPoolState {
   // The handle of a graph-owned pool let go (dropped or Release): only the
   // graphs' references are left.
   bool handle_let_go ABSL_GUARDED_BY(mu) = false;
-  // Release's fence: later returns of leased blocks record on these too.
-  std::vector<NativeStream> replay_streams ABSL_GUARDED_BY(mu);
+  // Release's fence on the replay streams it named, recorded then for the
+  // blocks it could not give back at once (leases out then; every block of
+  // a graph-owned pool): each takes its share when it goes back.
+  ReleaseFence release_fence ABSL_GUARDED_BY(mu);
 };
 
 // One open CaptureScope.

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "src/allocation/cache_core.h"
+#include "src/allocation/graph/graph_retain.h"
 #include "src/allocation/oom_chain.h"
 #include "src/allocation/size_classes.h"
 
@@ -37,24 +38,17 @@ NativeStream ReuseStream(const AllocationBlock& block) {
   return block.uses.size() == 1 ? block.uses[0] : nullptr;
 }
 
-std::shared_ptr<GraphPoolState> PoolOf(const AllocationBlock& block) {
-  return std::static_pointer_cast<GraphPoolState>(block.owner);
+// Forgets a block the pool no longer counts.
+void ForgetBlock(AllocationShard& shard, AllocationBlock* block,
+                 RetireReason how) {
+  block->events.clear();
+  block->owner.reset();
+  shard.Forget(block, how);
+  delete block;
 }
 
-// What a retaining graph's user object holds: the graph's reference to the
-// pool and to the recording it retained.
-struct RetainToken {
-  std::shared_ptr<GraphRetain> pool;
-  std::shared_ptr<GraphRetain> recording;
-};
-
-// A retaining graph's user object is gone, with every launch that used it:
-// runs on a runtime thread, so no runtime call and no lock, only the counts.
-void GraphLetGo(void* data) {
-  auto* token = static_cast<RetainToken*>(data);
-  token->recording->Drop();
-  token->pool->Drop();
-  delete token;
+std::shared_ptr<GraphPoolState> PoolOf(const AllocationBlock& block) {
+  return std::static_pointer_cast<GraphPoolState>(block.owner);
 }
 
 }  // namespace
@@ -253,16 +247,27 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
     // Released meanwhile (after Release took the free list): given back
     // below with the events it holds.
   }
-  std::vector<NativeStream> fence;
+  std::optional<BlockEvents> replays;
+  ReleaseFence spent;  // the last block's leftovers, dropped with no lock
   {
     MutexLock lock(&pool.mu);
-    pool.bytes -= static_cast<int64_t>(block->size);
-    --pool.blocks;
-    fence = pool.replay_streams;
+    replays = pool.release_fence.Take();
+    if (replays.has_value()) {
+      pool.bytes -= static_cast<int64_t>(block->size);
+      --pool.blocks;
+      if (pool.blocks == 0) spent = std::move(pool.release_fence);
+    }
   }
-  // The replays, and every stream the lease was used on.
-  fence.insert(fence.end(), block->uses.begin(), block->uses.end());
-  core_.GiveBack(block, Distinct(fence));
+  if (!replays.has_value()) {
+    Forget(pool, shard, block, RetireReason::kLeaked);
+    return;
+  }
+  // The replays (the events the release recorded), and every stream the
+  // lease was used on.
+  core_.GiveBack(block,
+                 Distinct(std::vector<NativeStream>(block->uses.begin(),
+                                                    block->uses.end())),
+                 *std::move(replays));
 }
 
 void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
@@ -272,10 +277,7 @@ void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
     pool.bytes -= static_cast<int64_t>(block->size);
     --pool.blocks;
   }
-  block->events.clear();
-  block->owner.reset();
-  shard.Forget(block, how);
-  delete block;
+  ForgetBlock(shard, block, how);
 }
 
 std::vector<AllocationBlock*> GraphPools::TakeForRelease(GraphPoolState& pool) {
@@ -288,22 +290,53 @@ std::vector<AllocationBlock*> GraphPools::TakeForRelease(GraphPoolState& pool) {
   return blocks;
 }
 
+namespace {
+
+absl::Status CheckReleasable(const GraphPoolState& pool)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool.mu) {
+  if (pool.scope_open) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("GraphPool::Release: pool ", pool.id,
+                     " has a capture scope open; end it first"));
+  }
+  if (pool.released || pool.handle_let_go) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GraphPool::Release: pool ", pool.id, " was already released"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status GraphPools::Release(GraphPoolState& pool,
                                  const std::vector<NativeStream>& streams) {
+  const std::vector<NativeStream> replays = Distinct(streams);
+  // The blocks that cannot go back now get their fence now, while the
+  // replay streams surely live: leases still out (every block of a pool
+  // its graphs release later). No block joins the pool without a scope
+  // open, which the release refuses.
+  int64_t later = 0;
+  {
+    MutexLock lock(&pool.mu);
+    if (absl::Status releasable = CheckReleasable(pool); !releasable.ok()) {
+      return releasable;
+    }
+    later = pool.graph_owned
+                ? pool.blocks
+                : pool.blocks - static_cast<int64_t>(pool.free.size());
+  }
+  ReleaseFence fence;
+  if (later > 0 && !core_.Forked()) {
+    fence = ReleaseFence::Record(core_, pool.device, replays, later);
+  }
   std::vector<AllocationBlock*> blocks;
   bool graph_owned = false;
   {
     MutexLock lock(&pool.mu);
-    if (pool.scope_open) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("GraphPool::Release: pool ", pool.id,
-                       " has a capture scope open; end it first"));
+    if (absl::Status releasable = CheckReleasable(pool); !releasable.ok()) {
+      return releasable;  // another release, or a scope, came meanwhile
     }
-    if (pool.released || pool.handle_let_go) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "GraphPool::Release: pool ", pool.id, " was already released"));
-    }
-    pool.replay_streams = Distinct(streams);
+    pool.release_fence = std::move(fence);
     graph_owned = pool.graph_owned;
     if (graph_owned) {
       // Graphs retain the pool: the handle lets go, and the release waits
@@ -328,7 +361,7 @@ absl::Status GraphPools::Release(GraphPoolState& pool,
     // its capture). The capture streams are never touched again (the user
     // may have destroyed them since). GiveBack also handles poisoned
     // devices and a closed cache.
-    core_.GiveBack(block, Distinct(streams));
+    core_.GiveBack(block, replays);
   }
   return absl::OkStatus();
 }
@@ -355,71 +388,15 @@ void GraphPools::Hold(GraphPoolState& pool) {
 }
 
 absl::Status GraphPools::RetainBy(GraphPoolState& pool, NativeGraph graph) {
-  if (graph == nullptr) {
-    return absl::InvalidArgumentError("GraphPool::RetainBy: null graph");
-  }
-  if (absl::Status usable =
-          core_.CheckUsable(pool.device, "GraphPool::RetainBy");
-      !usable.ok()) {
-    return usable;
-  }
-  auto* token = new RetainToken{pool.retain, nullptr};
-  {
-    MutexLock lock(&pool.mu);
-    if (pool.released || pool.handle_let_go) {
-      delete token;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "GraphPool::RetainBy: pool ", pool.id, " was already released"));
-    }
-    // The reference of the recording the graph was captured in.
-    token->recording = pool.recordings.RetainCurrent(collect_);
-  }
-  absl::StatusOr<NativeUserObject> object =
-      core_.backend().CreateUserObject(pool.device, &GraphLetGo, token);
-  if (!object.ok()) {
-    token->recording->Drop();
-    delete token;
-    if (core_.PoisonIfSticky(pool.device, object.status())) {
-      return core_.PoisonedError(pool.device);
-    }
-    return object.status();
-  }
-  // The graph's reference, counted before anything can drop it: from here
-  // on the destructor runs exactly once whatever happens.
-  pool.retain->refs.fetch_add(1, std::memory_order_acq_rel);
-  absl::Status moved =
-      core_.backend().RetainUserObjectByGraph(pool.device, graph, *object);
-  if (!moved.ok()) {
-    // A dead device is called no more: its object dies with the context
-    // (the count it holds no longer matters, the pool is dropped with the
-    // device's memory).
-    if (core_.PoisonIfSticky(pool.device, moved)) {
-      return core_.PoisonedError(pool.device);
-    }
-    // Still ours: releasing it runs the destructor, which drops the count.
-    // A refused release keeps the reference (the object leaks rather than
-    // run its destructor twice); a sticky one still poisons.
-    const absl::Status released =
-        core_.backend().ReleaseUserObject(pool.device, *object);
-    if (core_.PoisonIfSticky(pool.device, released)) {
-      return core_.PoisonedError(pool.device);
-    }
-    return moved;
-  }
-  MutexLock lock(&pool.mu);
-  if (!pool.graph_owned) {
-    pool.graph_owned = true;
-    // The handle's reference, until it lets go.
-    pool.retain->refs.fetch_add(1, std::memory_order_acq_rel);
-  }
-  return absl::OkStatus();
+  return RetainPoolByGraph(core_, pool, graph, collect_);
 }
 
 void GraphPools::Collect() {
   if (!collect_->exchange(false, std::memory_order_acq_rel)) return;
   for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
     std::vector<AllocationBlock*> blocks;
-    std::vector<NativeStream> streams;
+    std::vector<AllocationBlock*> leaked;
+    std::vector<BlockEvents> fences;
     {
       MutexLock lock(&pool->mu);
       if (!pool->released && pool->recordings.ForgetOver()) {
@@ -446,14 +423,32 @@ void GraphPools::Collect() {
         continue;
       }
       blocks = TakeForRelease(*pool);
-      streams = pool->replay_streams;
+      // Every graph that retained the pool is gone and its launches
+      // completed (the user objects prove it); the replays a Release named
+      // are fenced by the events it recorded then.
+      auto keep = blocks.begin();
+      for (AllocationBlock* block : blocks) {
+        std::optional<BlockEvents> replays = pool->release_fence.Take();
+        if (!replays.has_value()) {
+          leaked.push_back(block);
+          continue;
+        }
+        fences.push_back(*std::move(replays));
+        *keep++ = block;
+      }
+      blocks.erase(keep, blocks.end());
     }
     if (core_.Forked()) continue;  // leaked with the parent's memory
+    for (AllocationBlock* block : leaked) {
+      ForgetBlock(core_.Shard(block->device, block->kind), block,
+                  RetireReason::kLeaked);
+    }
     Trace(*pool, "released_by_graphs", blocks);
-    // Every graph that used the blocks is gone and its launches completed
-    // (the user objects prove it): fenced on the streams a Release named,
-    // and on those the blocks hold events for, as any give-back.
-    for (AllocationBlock* block : blocks) core_.GiveBack(block, streams);
+    // Fenced too on the streams the blocks hold events for, as any
+    // give-back.
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      core_.GiveBack(blocks[i], {}, std::move(fences[i]));
+    }
   }
 }
 

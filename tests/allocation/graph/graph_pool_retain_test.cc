@@ -125,6 +125,40 @@ TEST_F(GraphPoolRetainTest, AKeptHandleKeepsThePoolUntilItLetsGo) {
   EXPECT_EQ(sim_.graph_misuses(), 0);
 }
 
+// A graph-owned pool released with its replay stream named: the stream is
+// destroyed at once, the graph later. The pool goes back fenced by the
+// event the release recorded, and nothing names the destroyed stream; the
+// released handle can open no scope any more.
+TEST_F(GraphPoolRetainTest, ItsReplayStreamMayGoRightAfterTheRelease) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream other = NewStream();
+  absl::StatusOr<NativeStream> replay = sim_.CreateStream(0, {});
+  ASSERT_THAT(replay, IsOk());
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  void* scratch = nullptr;
+  SimGraph graph = CaptureScratch(*cache, *pool, capture, kMiB, &scratch);
+  RetainAndInstantiate(*pool, graph);
+  ASSERT_THAT(sim_.LaunchGraph(graph, *replay), IsOk());
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  ASSERT_THAT(pool->Release({*replay}), IsOk());
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord) - records, 1);  // its one block
+  EXPECT_THAT(pool->BeginCapture(capture),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("was released")));
+  ASSERT_THAT(sim_.DestroyStream(0, *replay), IsOk());
+  EXPECT_FALSE(Reuses(*cache, other, kMiB, scratch));  // the graph lives
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  EXPECT_FALSE(Reuses(*cache, other, kMiB, scratch));  // its launch runs
+  sim_.CompleteAllWork();
+  EXPECT_EQ(sim_.live_user_objects(), 0);
+  EXPECT_TRUE(Reuses(*cache, other, kMiB, scratch));
+  EXPECT_EQ(cache->GetStats(0).graph_pools, 0);
+  EXPECT_EQ(sim_.misuse_count(), 0);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
 TEST_F(GraphPoolRetainTest, RetainByRefusesBadArguments) {
   auto cache = NewCache();
   absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);

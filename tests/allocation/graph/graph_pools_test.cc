@@ -97,6 +97,63 @@ TEST_F(GraphPoolReleaseTest, AnOutputReturnedAfterReleaseIsFencedOnItsUses) {
   EXPECT_EQ(sim_.graph_misuses(), 0);
 }
 
+// The replay stream is destroyed as soon as the release returns, while its
+// replay still runs (CUDA lets its work finish): the output that comes back
+// later is fenced on that replay by the event the release recorded, and no
+// call ever names the destroyed stream.
+TEST_F(GraphPoolReleaseTest, ALateLeaseIsFencedOnAReplayStreamDestroyedSince) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream third = NewStream();
+  absl::StatusOr<NativeStream> replay = sim_.CreateStream(0, {});
+  ASSERT_THAT(replay, IsOk());
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  PooledAllocation output;
+  SimGraph graph = CaptureOutput(*cache, *pool, capture, kMiB, &output);
+  void* out = output.data();
+  sim_.SubmitWork(*replay, absl::InfiniteDuration());
+  ASSERT_THAT(sim_.LaunchGraph(graph, *replay), IsOk());
+  ASSERT_THAT(pool->Release({*replay}), IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  ASSERT_THAT(sim_.DestroyStream(0, *replay), IsOk());
+  output.Release();
+  EXPECT_EQ(sim_.misuse_count(), 0);
+  EXPECT_EQ(cache->GetStats(0).blocks_in_graph_pools, 0);
+  EXPECT_NE(Lease(*cache, third, kMiB), out);  // the replay still runs
+  sim_.CompleteAllWork();
+  {
+    absl::StatusOr<PooledAllocation> a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, third);
+    absl::StatusOr<PooledAllocation> b =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, third);
+    ASSERT_THAT(a, IsOk());
+    ASSERT_THAT(b, IsOk());
+    EXPECT_TRUE(a->data() == out || b->data() == out);
+  }
+  EXPECT_EQ(sim_.misuse_count(), 0);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
+// A release with no lease out records nothing ahead: its free blocks go
+// back at once, fenced there.
+TEST_F(GraphPoolReleaseTest, AReleaseWithNoLeaseOutRecordsNothingAhead) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream replay = NewStream();
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  PooledAllocation output;
+  SimGraph graph = CaptureOutput(*cache, *pool, capture, kMiB, &output);
+  output.Release();  // after the capture: held by the pool, fenced
+  ASSERT_THAT(sim_.LaunchGraph(graph, replay), IsOk());
+  ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  ASSERT_THAT(pool->Release({replay}), IsOk());
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord) - records, 1);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
 // A dropped handle: the graph's launch is still queued on a stream the
 // handle never heard of. Nothing goes back to the general cache; the stats
 // say the pool is held; an output returned afterwards is fenced and held.
