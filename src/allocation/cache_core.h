@@ -212,18 +212,23 @@ class AllocationCacheCore
   // RecordFence's: events recorded earlier, on streams that may be gone
   // since). Counted as no lease: hits and peak_bytes_in_use are untouched.
   // Clears its owner.
+  // With `hold`, a block that is to be kept is held out of reuse until the
+  // cache frees everything instead (as a release on a capturing stream).
   void GiveBack(AllocationBlock* block,
                 const std::vector<NativeStream>& streams,
-                BlockEvents recorded = {});
+                BlockEvents recorded = {}, bool hold = false);
   // Records a ready event on each of `streams` of `device` now, into
   // `events`, for a GiveBack later: the work enqueued there so far fences
   // the block, and the streams need not outlive the call. kPending with
   // events; kIdle when nothing is pending (no stream, or each was
   // synchronized for want of an event); kDrop on a dead device; kLeak when
-  // no fence can be proven (a fault, or a stream that captures now: an
-  // event recorded there would be captured, not fence).
-  BlockState RecordFence(int device, const std::vector<NativeStream>& streams,
-                         BlockEvents* events);
+  // no fence can be proven (a fault). nullopt, with no event, when one of
+  // the streams captures now (with a capture router routing, or unregistered
+  // captures detected): an event recorded there would be captured, not
+  // fence, so the block must be held as any release there.
+  std::optional<BlockState> RecordFence(
+      int device, const std::vector<NativeStream>& streams,
+      BlockEvents* events);
 
  private:
   struct Released {

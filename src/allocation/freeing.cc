@@ -403,7 +403,7 @@ std::optional<BlockState> AllocationCacheCore::FenceKept(
 
 void AllocationCacheCore::GiveBack(AllocationBlock* block,
                                    const std::vector<NativeStream>& streams,
-                                   BlockEvents recorded) {
+                                   BlockEvents recorded, bool hold) {
   AllocationShard& shard = Shard(block->device, block->kind);
   block->owner.reset();
   block->uses.assign(streams.begin(), streams.end());
@@ -432,10 +432,16 @@ void AllocationCacheCore::GiveBack(AllocationBlock* block,
       state = BlockState::kPending;
     }
   }
+  if (hold && (state == BlockState::kIdle || state == BlockState::kPending)) {
+    shard.TakeOutOfUse(block);
+    MutexLock lock(&held_mu_);
+    held_for_captures_.push_back(block);
+    return;
+  }
   Settle(shard, block, state);
 }
 
-BlockState AllocationCacheCore::RecordFence(
+std::optional<BlockState> AllocationCacheCore::RecordFence(
     int device, const std::vector<NativeStream>& streams, BlockEvents* events) {
   events->clear();
   if (poisoned(device)) return BlockState::kDrop;
@@ -453,7 +459,7 @@ BlockState AllocationCacheCore::RecordFence(
       if (!status.ok() && PoisonIfSticky(device, status.status())) {
         return BlockState::kDrop;
       }
-      return BlockState::kLeak;
+      return std::nullopt;  // captures, or its capture is unknown
     }
   }
   // The fence's own carrier: the ordinary release fence records the events.

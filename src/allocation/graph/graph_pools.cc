@@ -247,18 +247,18 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
     // Released meanwhile (after Release took the free list): given back
     // below with the events it holds.
   }
-  std::optional<BlockEvents> replays;
+  ReleaseFence::Share replays;
   ReleaseFence spent;  // the last block's leftovers, dropped with no lock
   {
     MutexLock lock(&pool.mu);
     replays = pool.release_fence.Take();
-    if (replays.has_value()) {
+    if (replays.kind != ReleaseFence::Share::Kind::kLeak) {
       pool.bytes -= static_cast<int64_t>(block->size);
       --pool.blocks;
       if (pool.blocks == 0) spent = std::move(pool.release_fence);
     }
   }
-  if (!replays.has_value()) {
+  if (replays.kind == ReleaseFence::Share::Kind::kLeak) {
     Forget(pool, shard, block, RetireReason::kLeaked);
     return;
   }
@@ -267,7 +267,8 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
   core_.GiveBack(block,
                  Distinct(std::vector<NativeStream>(block->uses.begin(),
                                                     block->uses.end())),
-                 *std::move(replays));
+                 std::move(replays.events),
+                 replays.kind == ReleaseFence::Share::Kind::kHold);
 }
 
 void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
@@ -396,7 +397,7 @@ void GraphPools::Collect() {
   for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
     std::vector<AllocationBlock*> blocks;
     std::vector<AllocationBlock*> leaked;
-    std::vector<BlockEvents> fences;
+    std::vector<ReleaseFence::Share> fences;
     {
       MutexLock lock(&pool->mu);
       if (!pool->released && pool->recordings.ForgetOver()) {
@@ -428,12 +429,12 @@ void GraphPools::Collect() {
       // are fenced by the events it recorded then.
       auto keep = blocks.begin();
       for (AllocationBlock* block : blocks) {
-        std::optional<BlockEvents> replays = pool->release_fence.Take();
-        if (!replays.has_value()) {
+        ReleaseFence::Share replays = pool->release_fence.Take();
+        if (replays.kind == ReleaseFence::Share::Kind::kLeak) {
           leaked.push_back(block);
           continue;
         }
-        fences.push_back(*std::move(replays));
+        fences.push_back(std::move(replays));
         *keep++ = block;
       }
       blocks.erase(keep, blocks.end());
@@ -447,7 +448,8 @@ void GraphPools::Collect() {
     // Fenced too on the streams the blocks hold events for, as any
     // give-back.
     for (size_t i = 0; i < blocks.size(); ++i) {
-      core_.GiveBack(blocks[i], {}, std::move(fences[i]));
+      core_.GiveBack(blocks[i], {}, std::move(fences[i].events),
+                     fences[i].kind == ReleaseFence::Share::Kind::kHold);
     }
   }
 }

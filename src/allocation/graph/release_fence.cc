@@ -18,7 +18,14 @@ ReleaseFence ReleaseFence::Record(AllocationCacheCore& core, int device,
   if (streams.empty()) return fence;  // nothing replays: no event needed
   for (int64_t i = 0; i < count; ++i) {
     BlockEvents events;
-    const BlockState state = core.RecordFence(device, streams, &events);
+    const std::optional<BlockState> recorded =
+        core.RecordFence(device, streams, &events);
+    if (!recorded.has_value()) {
+      fence.hold_ = true;
+      fence.sets_.clear();
+      return fence;
+    }
+    const BlockState state = *recorded;
     if (state == BlockState::kDrop || state == BlockState::kLeak) {
       fence.state_ = state;
       fence.sets_.clear();
@@ -30,20 +37,29 @@ ReleaseFence ReleaseFence::Record(AllocationCacheCore& core, int device,
   return fence;
 }
 
-std::optional<BlockEvents> ReleaseFence::Take() {
+ReleaseFence::Share ReleaseFence::Take() {
+  Share share;
+  if (hold_) {
+    share.kind = Share::Kind::kHold;
+    return share;
+  }
   switch (state_) {
     case BlockState::kIdle:
     case BlockState::kDrop:  // the give-back drops it without a call
-      return BlockEvents{};
+      return share;
     case BlockState::kLeak:
-      return std::nullopt;
+      share.kind = Share::Kind::kLeak;
+      return share;
     case BlockState::kPending:
       break;
   }
-  if (sets_.empty()) return std::nullopt;
-  BlockEvents events = std::move(sets_.back());
+  if (sets_.empty()) {
+    share.kind = Share::Kind::kLeak;
+    return share;
+  }
+  share.events = std::move(sets_.back());
   sets_.pop_back();
-  return events;
+  return share;
 }
 
 }  // namespace gpupool::internal

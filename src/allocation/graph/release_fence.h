@@ -13,7 +13,6 @@
 #define GPUPOOL_SRC_ALLOCATION_GRAPH_RELEASE_FENCE_H_
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "gpupool/backend.h"
@@ -32,15 +31,24 @@ class ReleaseFence {
                              const std::vector<NativeStream>& streams,
                              int64_t count);
 
-  // One block's share, to give it back with (empty when the replays needed
-  // no event: none was named, or the device is dead and the give-back drops
-  // the block). nullopt when the block cannot be proven idle: no fence could
-  // be recorded, or more blocks came for one than the release counted. Such
-  // a block must never be reused or freed.
-  std::optional<BlockEvents> Take();
+  // One block's share of the fence.
+  struct Share {
+    enum class Kind {
+      kEvents,  // give it back with `events` (none: nothing to wait for,
+                // or the device is dead and the give-back drops it)
+      kHold,    // a replay stream captured at the release: hold it out of
+                // reuse until the cache frees everything
+      kLeak,    // unprovable (a fault; or more blocks came than counted):
+                // never reuse or free it
+    };
+    Kind kind = Kind::kEvents;
+    BlockEvents events;
+  };
+  Share Take();
 
  private:
   BlockState state_ = BlockState::kIdle;
+  bool hold_ = false;
   std::vector<BlockEvents> sets_;
 };
 

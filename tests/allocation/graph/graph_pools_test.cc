@@ -135,6 +135,40 @@ TEST_F(GraphPoolReleaseTest, ALateLeaseIsFencedOnAReplayStreamDestroyedSince) {
   EXPECT_EQ(sim_.graph_misuses(), 0);
 }
 
+// A replay stream that captures (for another pool) when the release is
+// made cannot be fenced by an event: the lease that comes back later is
+// held out of reuse, as any release there, and freed with the cache.
+TEST_F(GraphPoolReleaseTest,
+       ALateLeaseIsHeldWhenAReplayStreamCapturedAtRelease) {
+  NativeStream capture = NewStream();
+  NativeStream replay = NewStream();
+  {
+    auto cache = NewCache();
+    absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+    absl::StatusOr<GraphPool> other = GraphPool::Create(*cache, 0);
+    ASSERT_THAT(pool, IsOk());
+    ASSERT_THAT(other, IsOk());
+    PooledAllocation output;
+    SimGraph graph = CaptureOutput(*cache, *pool, capture, kMiB, &output);
+    ASSERT_THAT(sim_.LaunchGraph(graph, replay), IsOk());
+    ASSERT_THAT(sim_.DestroyGraph(graph), IsOk());
+    absl::StatusOr<CaptureScope> scope = other->BeginCapture(replay);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(replay, SimCaptureMode::kGlobal, other->id()),
+                IsOk());
+    ASSERT_THAT(pool->Release({replay}), IsOk());
+    output.Release();
+    EXPECT_EQ(cache->GetStats(0).blocks_held_for_captures, 1);
+    absl::StatusOr<SimGraph> captured = sim_.EndCaptureToGraph(replay);
+    ASSERT_THAT(captured, IsOk());
+    scope->End();
+    ASSERT_THAT(sim_.DestroyGraph(*captured), IsOk());
+    ASSERT_THAT(other->Release(), IsOk());
+    EXPECT_EQ(cache->GetStats(0).blocks_held_for_captures, 1);
+  }  // the cache frees it (TearDown: no leak)
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
 // A release with no lease out records nothing ahead: its free blocks go
 // back at once, fenced there.
 TEST_F(GraphPoolReleaseTest, AReleaseWithNoLeaseOutRecordsNothingAhead) {
