@@ -123,6 +123,9 @@ void GraphOwnedModel::LetGo(GraphModel& model, bool with_release) {
     FUZZ_CHECK(model.pool.RetainBy(reinterpret_cast<NativeGraph>(1)).code() ==
                    absl::StatusCode::kFailedPrecondition,
                "RetainBy after Release");
+    // The release recorded its fence: the user may destroy the replay
+    // streams now, with the graphs' launches still queued there.
+    model.replay_streams.clear();
   }
   model.pool = GraphPool();  // the handle lets go
   orphans_.push_back(std::move(model));
