@@ -17,8 +17,8 @@
 // three ways a mapping is closed (last lease of a superseded version, Trim, the
 // cache's destructor). The runtimes refuse to open a handle of the opening
 // process, so the handles come from another process: ipc_cache_peer (the
-// helper of stable_buffers_test.cc), started once per test binary in this test's IPC
-// namespace and asked to export a fresh buffer per cell.
+// helper of stable_buffers_test.cc), started once per test binary in this
+// test's IPC namespace and asked to export a fresh buffer per cell.
 
 #include <cstdio>
 #include <memory>
@@ -388,7 +388,8 @@ std::vector<Scenario> GraphIpcScenarios() {
         CapturedPool(h);
         h.InjectSetupFault(SimOp::kUserObjectRetain, Fault::kResource);
       },
-      RetainThenRelease, [](Fault f) {
+      RetainThenRelease,
+      [](Fault f) {
         return Expectation{f == Fault::kDevice
                                ? absl::StatusCode::kFailedPrecondition
                                : InjectedCode(Fault::kResource),
