@@ -439,23 +439,7 @@ BlockState AllocationCacheCore::ReleaseState(
 bool AllocationCacheCore::HoldIfCapturing(AllocationShard& shard,
                                           AllocationBlock* block) {
   for (NativeStream stream : block->uses) {
-    absl::StatusOr<CaptureInfo> info =
-        backend_.GetCaptureInfo(block->device, stream);
-    if (!info.ok() &&
-        info.status().code() == absl::StatusCode::kUnimplemented) {
-      // A backend without capture ids (one written before GetCaptureInfo):
-      // its capture status still tells whether the stream captures; a
-      // backend with neither cannot capture at all.
-      absl::StatusOr<CaptureStatus> status =
-          backend_.GetCaptureStatus(block->device, stream);
-      if (status.ok()) {
-        info = CaptureInfo{*status, 0};
-      } else if (status.status().code() == absl::StatusCode::kUnimplemented) {
-        continue;
-      } else {
-        info = status.status();
-      }
-    }
+    absl::StatusOr<CaptureInfo> info = fence_.CaptureOf(block->device, stream);
     if (!info.ok()) {
       // A sticky error: the caller drops the block. Any other failure leaves
       // the stream's capture unknown: a ready event recorded there could be

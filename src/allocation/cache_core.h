@@ -217,18 +217,19 @@ class AllocationCacheCore
   void GiveBack(AllocationBlock* block,
                 const std::vector<NativeStream>& streams,
                 BlockEvents recorded = {}, bool hold = false);
-  // Records a ready event on each of `streams` of `device` now, into
-  // `events`, for a GiveBack later: the work enqueued there so far fences
-  // the block, and the streams need not outlive the call. kPending with
-  // events; kIdle when nothing is pending (no stream, or each was
-  // synchronized for want of an event); kDrop on a dead device; kLeak when
-  // no fence can be proven (a fault). nullopt, with no event, when one of
-  // the streams captures now (with a capture router routing, or unregistered
-  // captures detected): an event recorded there would be captured, not
-  // fence, so the block must be held as any release there.
-  std::optional<BlockState> RecordFence(
-      int device, const std::vector<NativeStream>& streams,
-      BlockEvents* events);
+  // Records `count` sets of ready events now, each with one event on each
+  // of `streams` of `device`, into `sets`, for GiveBacks later: the work
+  // enqueued there so far fences each block, and the streams need not
+  // outlive the call. kPending when some set holds events; kIdle when
+  // nothing is pending (no stream, or each was synchronized for want of an
+  // event); kDrop on a dead device; kLeak when no fence can be proven (a
+  // fault). nullopt when one of the streams captures now (asked once, with
+  // a capture router routing or unregistered captures detected): an event
+  // recorded there would be captured, not fence, so the blocks must be held
+  // as any release there. No set is left but with kIdle or kPending.
+  std::optional<BlockState> RecordFences(
+      int device, const std::vector<NativeStream>& streams, int64_t count,
+      std::vector<BlockEvents>* sets);
 
  private:
   struct Released {

@@ -441,34 +441,38 @@ void AllocationCacheCore::GiveBack(AllocationBlock* block,
   Settle(shard, block, state);
 }
 
-std::optional<BlockState> AllocationCacheCore::RecordFence(
-    int device, const std::vector<NativeStream>& streams, BlockEvents* events) {
-  events->clear();
+std::optional<BlockState> AllocationCacheCore::RecordFences(
+    int device, const std::vector<NativeStream>& streams, int64_t count,
+    std::vector<BlockEvents>* sets) {
+  sets->clear();
   if (poisoned(device)) return BlockState::kDrop;
   CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
   if (options_.detect_unregistered_captures ||
       (router != nullptr && router->Routing())) {
     for (NativeStream stream : streams) {
-      absl::StatusOr<CaptureStatus> status =
-          backend_.GetCaptureStatus(device, stream);
-      if (status.ok() && *status == CaptureStatus::kNone) continue;
-      if (!status.ok() &&
-          status.status().code() == absl::StatusCode::kUnimplemented) {
-        continue;  // a backend that cannot capture
-      }
-      if (!status.ok() && PoisonIfSticky(device, status.status())) {
+      absl::StatusOr<CaptureInfo> info = fence_.CaptureOf(device, stream);
+      if (info.ok() && info->status == CaptureStatus::kNone) continue;
+      if (!info.ok() && PoisonIfSticky(device, info.status())) {
         return BlockState::kDrop;
       }
       return std::nullopt;  // captures, or its capture is unknown
     }
   }
-  // The fence's own carrier: the ordinary release fence records the events.
-  AllocationBlock carrier;
-  carrier.device = device;
-  carrier.uses.assign(streams.begin(), streams.end());
-  const BlockState state = fence_.RecordReadyEvents(&carrier);
-  *events = std::move(carrier.events);
-  return state;
+  BlockState fenced = BlockState::kIdle;
+  for (int64_t i = 0; i < count; ++i) {
+    // Each set's carrier: the ordinary release fence records its events.
+    AllocationBlock carrier;
+    carrier.device = device;
+    carrier.uses.assign(streams.begin(), streams.end());
+    const BlockState state = fence_.RecordReadyEvents(&carrier);
+    if (state == BlockState::kDrop || state == BlockState::kLeak) {
+      sets->clear();
+      return state;
+    }
+    if (state == BlockState::kPending) fenced = BlockState::kPending;
+    sets->push_back(std::move(carrier.events));
+  }
+  return fenced;
 }
 
 void AllocationCacheCore::AddCaptureStats(int device,

@@ -75,6 +75,21 @@ BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   return block->events.empty() ? BlockState::kIdle : BlockState::kPending;
 }
 
+absl::StatusOr<CaptureInfo> StreamOrderFence::CaptureOf(int device,
+                                                        NativeStream stream) {
+  absl::StatusOr<CaptureInfo> info = backend_.GetCaptureInfo(device, stream);
+  if (info.ok() || info.status().code() != absl::StatusCode::kUnimplemented) {
+    return info;
+  }
+  absl::StatusOr<CaptureStatus> status =
+      backend_.GetCaptureStatus(device, stream);
+  if (status.ok()) return CaptureInfo{*status, 0};
+  if (status.status().code() == absl::StatusCode::kUnimplemented) {
+    return CaptureInfo{CaptureStatus::kNone, 0};
+  }
+  return status.status();
+}
+
 std::optional<BlockState> StreamOrderFence::NoReadyEvent(
     AllocationBlock* block, NativeStream stream,
     absl::StatusOr<PooledEvent>& event, const absl::Status& status) {

@@ -41,6 +41,11 @@ class StreamOrderFence {
   // pending (no event recorded); kPending: events recorded; kDrop / kLeak:
   // the block must be forgotten.
   BlockState RecordReadyEvents(AllocationBlock* block);
+  // Whether `stream` captures: its capture info, from GetCaptureInfo, or
+  // from GetCaptureStatus (id 0) on a backend written before capture ids;
+  // kNone on a backend with neither (it cannot capture). An error is the
+  // caller's to react to: the capture is unknown.
+  absl::StatusOr<CaptureInfo> CaptureOf(int device, NativeStream stream);
   // What becomes of a block's events once they are proven complete or
   // waited on: back to the EventPool (which queries each again before
   // reuse), or kept on the block as spares that its next release

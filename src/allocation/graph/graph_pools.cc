@@ -47,6 +47,21 @@ void ForgetBlock(AllocationShard& shard, AllocationBlock* block,
   delete block;
 }
 
+// Gives a block that left its released pool back behind its share of the
+// release's fence (and ready events on `streams`), or forgets it when that
+// share cannot prove it idle.
+void GiveBackBehind(AllocationCacheCore& core, AllocationBlock* block,
+                    const std::vector<NativeStream>& streams,
+                    ReleaseFence::Share share) {
+  if (share.kind == ReleaseFence::Share::Kind::kLeak) {
+    ForgetBlock(core.Shard(block->device, block->kind), block,
+                RetireReason::kLeaked);
+    return;
+  }
+  core.GiveBack(block, streams, std::move(share.events),
+                share.kind == ReleaseFence::Share::Kind::kHold);
+}
+
 std::shared_ptr<GraphPoolState> PoolOf(const AllocationBlock& block) {
   return std::static_pointer_cast<GraphPoolState>(block.owner);
 }
@@ -252,23 +267,16 @@ void GraphPools::Return(AllocationShard& shard, AllocationBlock* block) {
   {
     MutexLock lock(&pool.mu);
     replays = pool.release_fence.Take();
-    if (replays.kind != ReleaseFence::Share::Kind::kLeak) {
-      pool.bytes -= static_cast<int64_t>(block->size);
-      --pool.blocks;
-      if (pool.blocks == 0) spent = std::move(pool.release_fence);
-    }
-  }
-  if (replays.kind == ReleaseFence::Share::Kind::kLeak) {
-    Forget(pool, shard, block, RetireReason::kLeaked);
-    return;
+    pool.bytes -= static_cast<int64_t>(block->size);
+    --pool.blocks;
+    if (pool.blocks == 0) spent = std::move(pool.release_fence);
   }
   // The replays (the events the release recorded), and every stream the
   // lease was used on.
-  core_.GiveBack(block,
-                 Distinct(std::vector<NativeStream>(block->uses.begin(),
-                                                    block->uses.end())),
-                 std::move(replays.events),
-                 replays.kind == ReleaseFence::Share::Kind::kHold);
+  GiveBackBehind(
+      core_, block,
+      std::vector<NativeStream>(block->uses.begin(), block->uses.end()),
+      std::move(replays));
 }
 
 void GraphPools::Forget(GraphPoolState& pool, AllocationShard& shard,
@@ -396,8 +404,7 @@ void GraphPools::Collect() {
   if (!collect_->exchange(false, std::memory_order_acq_rel)) return;
   for (const std::shared_ptr<GraphPoolState>& pool : routes_.Pools()) {
     std::vector<AllocationBlock*> blocks;
-    std::vector<AllocationBlock*> leaked;
-    std::vector<ReleaseFence::Share> fences;
+    std::vector<ReleaseFence::Share> shares;
     {
       MutexLock lock(&pool->mu);
       if (!pool->released && pool->recordings.ForgetOver()) {
@@ -427,29 +434,16 @@ void GraphPools::Collect() {
       // Every graph that retained the pool is gone and its launches
       // completed (the user objects prove it); the replays a Release named
       // are fenced by the events it recorded then.
-      auto keep = blocks.begin();
-      for (AllocationBlock* block : blocks) {
-        ReleaseFence::Share replays = pool->release_fence.Take();
-        if (replays.kind == ReleaseFence::Share::Kind::kLeak) {
-          leaked.push_back(block);
-          continue;
-        }
-        fences.push_back(std::move(replays));
-        *keep++ = block;
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        shares.push_back(pool->release_fence.Take());
       }
-      blocks.erase(keep, blocks.end());
     }
     if (core_.Forked()) continue;  // leaked with the parent's memory
-    for (AllocationBlock* block : leaked) {
-      ForgetBlock(core_.Shard(block->device, block->kind), block,
-                  RetireReason::kLeaked);
-    }
     Trace(*pool, "released_by_graphs", blocks);
     // Fenced too on the streams the blocks hold events for, as any
     // give-back.
     for (size_t i = 0; i < blocks.size(); ++i) {
-      core_.GiveBack(blocks[i], {}, std::move(fences[i].events),
-                     fences[i].kind == ReleaseFence::Share::Kind::kHold);
+      GiveBackBehind(core_, blocks[i], {}, std::move(shares[i]));
     }
   }
 }

@@ -16,23 +16,12 @@ ReleaseFence ReleaseFence::Record(AllocationCacheCore& core, int device,
                                   int64_t count) {
   ReleaseFence fence;
   if (streams.empty()) return fence;  // nothing replays: no event needed
-  for (int64_t i = 0; i < count; ++i) {
-    BlockEvents events;
-    const std::optional<BlockState> recorded =
-        core.RecordFence(device, streams, &events);
-    if (!recorded.has_value()) {
-      fence.hold_ = true;
-      fence.sets_.clear();
-      return fence;
-    }
-    const BlockState state = *recorded;
-    if (state == BlockState::kDrop || state == BlockState::kLeak) {
-      fence.state_ = state;
-      fence.sets_.clear();
-      return fence;
-    }
-    if (state == BlockState::kPending) fence.state_ = BlockState::kPending;
-    fence.sets_.push_back(std::move(events));
+  const std::optional<BlockState> state =
+      core.RecordFences(device, streams, count, &fence.sets_);
+  if (state.has_value()) {
+    fence.state_ = *state;
+  } else {
+    fence.hold_ = true;
   }
   return fence;
 }
