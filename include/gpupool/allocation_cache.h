@@ -283,7 +283,7 @@ class GPUPOOL_EXPORT PooledAllocation {
 
  private:
   friend class internal::AllocationCacheCore;
-  PooledAllocation(internal::Lease lease,
+  PooledAllocation(internal::Lease&& lease,
                    const internal::AllocationBlock& block);
 
   // The same lease type as PooledStream's and PooledEvent's; its handle is

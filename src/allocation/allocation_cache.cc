@@ -29,7 +29,7 @@ namespace gpupool {
 // PooledAllocation
 // ---------------------------------------------------------------------------
 
-PooledAllocation::PooledAllocation(internal::Lease lease,
+PooledAllocation::PooledAllocation(internal::Lease&& lease,
                                    const internal::AllocationBlock& block)
     : lease_(std::move(lease)),
       data_(block.ptr),
@@ -39,9 +39,16 @@ PooledAllocation::PooledAllocation(internal::Lease lease,
       kind_(block.kind),
       stream_(block.stream) {}
 
-PooledAllocation::PooledAllocation(PooledAllocation&& other) noexcept {
-  *this = std::move(other);
-}
+// Member by member: nothing to release first (a lease changes hands twice
+// per allocation, through the StatusOr).
+PooledAllocation::PooledAllocation(PooledAllocation&& other) noexcept
+    : lease_(std::move(other.lease_)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      capacity_(std::exchange(other.capacity_, 0)),
+      device_(std::exchange(other.device_, -1)),
+      kind_(std::exchange(other.kind_, MemoryKind::kDevice)),
+      stream_(std::exchange(other.stream_, nullptr)) {}
 
 PooledAllocation& PooledAllocation::operator=(
     PooledAllocation&& other) noexcept {

@@ -84,12 +84,8 @@ AllocationCacheCore::~AllocationCacheCore() {
   }
 }
 
-absl::Status AllocationCacheCore::CheckUsable(int device,
-                                              absl::string_view what) {
-  // The usual answer without building the caller's name for a message.
-  if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {
-    return absl::OkStatus();
-  }
+absl::Status AllocationCacheCore::CheckEntry(int device,
+                                             absl::string_view what) {
   return lifetime_.CheckEntry(what, "cache", device, [this](int d) {
     DropStale(d);
     if (FreeGate* gate = free_gate_.load(std::memory_order_acquire)) {
@@ -137,7 +133,7 @@ void AllocationCacheCore::DropStale(int device) {
   }
 }
 
-void AllocationCacheCore::DeleteBlocks(const BlockVector& blocks) {
+void AllocationCacheCore::DeleteEach(const BlockVector& blocks) {
   for (AllocationBlock* block : blocks) delete block;
 }
 

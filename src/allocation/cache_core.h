@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -134,7 +135,13 @@ class AllocationCacheCore
       absl::FunctionRef<std::unique_ptr<FreeGate>()> make);
   // The entry checks (device range, poisoned, forked, exiting); `what` names
   // the caller in the message.
-  absl::Status CheckUsable(int device, absl::string_view what);
+  absl::Status CheckUsable(int device, absl::string_view what) {
+    // The usual answer inline, without building a status or a message.
+    if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {
+      return absl::OkStatus();
+    }
+    return CheckEntry(device, what);
+  }
   const PoolLifetime& lifetime() const { return lifetime_; }
   absl::Status PoisonedError(int device) const {
     return lifetime_.PoisonedError(device);
@@ -186,7 +193,10 @@ class AllocationCacheCore
   size_t ReleaseCachedFor(AllocationShard& shard, size_t bytes);
   // Deletes host records (returning their events to the EventPool). Must be
   // called without our locks: the EventPool takes its own.
-  static void DeleteBlocks(const BlockVector& blocks);
+  static void DeleteBlocks(const BlockVector& blocks) {
+    if (!blocks.empty()) DeleteEach(blocks);  // the hot path has none
+  }
+  static void DeleteEach(const BlockVector& blocks);
   // Frees a stable buffer's memory, unless the free gate keeps it (then
   // FreeReleasedByGate frees it later).
   absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);
@@ -232,6 +242,8 @@ class AllocationCacheCore
       std::vector<BlockEvents>* sets);
 
  private:
+  // CheckUsable's answer when the entry is not clear.
+  absl::Status CheckEntry(int device, absl::string_view what);
   struct Released {
     size_t bytes = 0;
     absl::Status status;

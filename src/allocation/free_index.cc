@@ -8,49 +8,6 @@
 #include "src/allocation/size_classes.h"
 
 namespace gpupool::internal {
-namespace {
-
-int LowestBit(uint64_t word) {
-#if defined(__GNUC__) || defined(__clang__)
-  return __builtin_ctzll(word);
-#else
-  int bit = 0;
-  while ((word & 1) == 0) {
-    word >>= 1;
-    ++bit;
-  }
-  return bit;
-#endif
-}
-
-}  // namespace
-
-void ClassBitmap::Set(int size_class) {
-  const int word = size_class / 64;
-  words_[word] |= uint64_t{1} << (size_class % 64);
-  summary_ |= uint64_t{1} << word;
-}
-
-void ClassBitmap::Clear(int size_class) {
-  const int word = size_class / 64;
-  words_[word] &= ~(uint64_t{1} << (size_class % 64));
-  if (words_[word] == 0) summary_ &= ~(uint64_t{1} << word);
-}
-
-int ClassBitmap::FindAtOrAbove(int size_class) const {
-  if (size_class < 0) size_class = 0;
-  if (size_class >= kMaxClasses) return -1;
-  // First level: the word of `size_class`, masked below it.
-  int word = size_class / 64;
-  const uint64_t here = words_[word] & (~uint64_t{0} << (size_class % 64));
-  if (here != 0) return word * 64 + LowestBit(here);
-  // Second level: the next non-empty word from the summary.
-  const uint64_t above =
-      word + 1 < kWords ? summary_ & (~uint64_t{0} << (word + 1)) : 0;
-  if (above == 0) return -1;
-  word = LowestBit(above);
-  return word * 64 + LowestBit(words_[word]);
-}
 
 FreeIndex::FreeIndex(int size_class_count, size_t max_split_ratio)
     : max_split_ratio_(max_split_ratio),
@@ -209,8 +166,7 @@ AllocationBlock* FreeIndex::SmallestWholeOf(size_t bytes) {
   return nullptr;
 }
 
-FreeIndex::StreamBins* FreeIndex::StreamEntry(NativeStream stream) const {
-  if (stream == memo_stream_ && stream != nullptr) return memo_entry_;
+FreeIndex::StreamBins* FreeIndex::LookUpStream(NativeStream stream) const {
   auto it = by_stream_.find(stream);
   if (it == by_stream_.end()) return nullptr;
   memo_stream_ = stream;

@@ -51,6 +51,47 @@ class ClassBitmap {
   uint64_t summary_ = 0;
 };
 
+// Inline: every lease and release of a cached block sets or clears a bit.
+inline int LowestBit(uint64_t word) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_ctzll(word);
+#else
+  int bit = 0;
+  while ((word & 1) == 0) {
+    word >>= 1;
+    ++bit;
+  }
+  return bit;
+#endif
+}
+
+inline void ClassBitmap::Set(int size_class) {
+  const int word = size_class / 64;
+  words_[word] |= uint64_t{1} << (size_class % 64);
+  summary_ |= uint64_t{1} << word;
+}
+
+inline void ClassBitmap::Clear(int size_class) {
+  const int word = size_class / 64;
+  words_[word] &= ~(uint64_t{1} << (size_class % 64));
+  if (words_[word] == 0) summary_ &= ~(uint64_t{1} << word);
+}
+
+inline int ClassBitmap::FindAtOrAbove(int size_class) const {
+  if (size_class < 0) size_class = 0;
+  if (size_class >= kMaxClasses) return -1;
+  // First level: the word of `size_class`, masked below it.
+  int word = size_class / 64;
+  const uint64_t here = words_[word] & (~uint64_t{0} << (size_class % 64));
+  if (here != 0) return word * 64 + LowestBit(here);
+  // Second level: the next non-empty word from the summary.
+  const uint64_t above =
+      word + 1 < kWords ? summary_ & (~uint64_t{0} << (word + 1)) : 0;
+  if (above == 0) return -1;
+  word = LowestBit(above);
+  return word * 64 + LowestBit(words_[word]);
+}
+
 class FreeIndex {
  public:
   // `max_split_ratio`: the split policy (segment.h, ServingOrNull).
@@ -152,7 +193,11 @@ class FreeIndex {
   void SweepIdleStreams();
   // The entry of `stream`, or nullptr: the last one looked up answers
   // without hashing (a same-stream cycle looks up one stream twice).
-  StreamBins* StreamEntry(NativeStream stream) const;
+  StreamBins* StreamEntry(NativeStream stream) const {
+    if (stream == memo_stream_ && stream != nullptr) return memo_entry_;
+    return LookUpStream(stream);
+  }
+  StreamBins* LookUpStream(NativeStream stream) const;
   // Find's search over lists indexed by class: `head(c)` is the head of the
   // list of class c (nullptr when empty).
   // The classes Find searches for `bytes`: the one it falls in, and the

@@ -7,49 +7,26 @@
 namespace gpupool::internal {
 namespace {
 
-// How many of a stream's newest parked blocks a request looks at: a
-// steady loop asks again for what it just released.
-constexpr int kScan = 4;
+// Lanes kept, empty or not, before the empty ones are dropped.
+constexpr size_t kMaxLanes = 8;
 
 }  // namespace
 
-ParkedBlocks::Lane* ParkedBlocks::Find(NativeStream stream) {
+ParkedBlocks::Lane* ParkedBlocks::NewLane(NativeStream stream) {
   for (Lane& lane : lanes_) {
-    if (lane.stream == stream) return &lane;
+    if (lane.blocks.empty()) {
+      lane.stream = stream;
+      return &lane;
+    }
   }
-  return nullptr;
-}
-
-void ParkedBlocks::Add(AllocationBlock* block) {
-  const NativeStream stream = block->uses.front();
-  Lane* lane = Find(stream);
-  if (lane == nullptr) {
-    lanes_.push_back(Lane{stream, {}});
-    lane = &lanes_.back();
+  if (lanes_.size() >= kMaxLanes) {
+    lanes_.erase(
+        std::remove_if(lanes_.begin(), lanes_.end(),
+                       [](const Lane& lane) { return lane.blocks.empty(); }),
+        lanes_.end());
   }
-  lane->blocks.PushFront(block);
-}
-
-void ParkedBlocks::Prune() {
-  lanes_.erase(
-      std::remove_if(lanes_.begin(), lanes_.end(),
-                     [](const Lane& lane) { return lane.blocks.empty(); }),
-      lanes_.end());
-}
-
-AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
-  Lane* lane = Find(stream);
-  if (lane == nullptr) return nullptr;
-  int seen = 0;
-  for (AllocationBlock* block = lane->blocks.front();
-       block != nullptr && seen < kScan;
-       block = PrimaryList::Next(block), ++seen) {
-    if (block->size != bytes) continue;
-    lane->blocks.Remove(block);
-    if (lane->blocks.empty()) Prune();
-    return block;
-  }
-  return nullptr;
+  lanes_.push_back(Lane{stream, {}});
+  return &lanes_.back();
 }
 
 void ParkedBlocks::TakeAll(std::optional<NativeStream> stream,
@@ -58,9 +35,9 @@ void ParkedBlocks::TakeAll(std::optional<NativeStream> stream,
     if (stream.has_value() && lane.stream != *stream) continue;
     while (AllocationBlock* block = lane.blocks.PopFront()) {
       out->push_back(block);
+      --count_;
     }
   }
-  Prune();
 }
 
 void ParkedBlocks::TakeIf(
@@ -71,11 +48,11 @@ void ParkedBlocks::TakeIf(
       if (leaves(*block)) {
         lane.blocks.Remove(block);
         out->push_back(block);
+        --count_;
       }
       block = next;
     }
   }
-  Prune();
 }
 
 void ParkedBlocks::ForEach(

@@ -30,8 +30,7 @@ class ParkedBlocks {
   ParkedBlocks(const ParkedBlocks&) = delete;
   ParkedBlocks& operator=(const ParkedBlocks&) = delete;
 
-  // Lanes left empty are dropped, so none means nothing is parked.
-  bool empty() const { return lanes_.empty(); }
+  bool empty() const { return count_ == 0; }
 
   // Parks `block`, used on exactly one stream (`block->uses`), under it.
   void Add(AllocationBlock* block);
@@ -53,12 +52,51 @@ class ParkedBlocks {
   };
 
   Lane* Find(NativeStream stream);
-  // Drops lanes left empty (every call that takes blocks out does).
-  void Prune();
+  // A lane for `stream`, which has none: an empty one (renamed), else a new
+  // one. Empty lanes stay, so that a steady cycle (park, take, park...)
+  // neither adds nor drops one; past kMaxLanes the empty ones go.
+  Lane* NewLane(NativeStream stream);
+
+  // How many of a stream's newest parked blocks a request looks at: a
+  // steady loop asks again for what it just released.
+  static constexpr int kScan = 4;
 
   // Few streams at a time: a linear search beats a hash.
   absl::InlinedVector<Lane, 4> lanes_;
+  size_t count_ = 0;  // blocks parked, over every lane
 };
+
+// --- The parked cycle, inline (the shard's lock is held) ----------------
+
+inline ParkedBlocks::Lane* ParkedBlocks::Find(NativeStream stream) {
+  for (Lane& lane : lanes_) {
+    if (lane.stream == stream) return &lane;
+  }
+  return nullptr;
+}
+
+inline void ParkedBlocks::Add(AllocationBlock* block) {
+  const NativeStream stream = block->uses.front();
+  Lane* lane = Find(stream);
+  if (lane == nullptr) lane = NewLane(stream);
+  lane->blocks.PushFront(block);
+  ++count_;
+}
+
+inline AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
+  Lane* lane = Find(stream);
+  if (lane == nullptr) return nullptr;
+  int seen = 0;
+  for (AllocationBlock* block = lane->blocks.front();
+       block != nullptr && seen < kScan;
+       block = PrimaryList::Next(block), ++seen) {
+    if (block->size != bytes) continue;
+    lane->blocks.Remove(block);
+    --count_;
+    return block;
+  }
+  return nullptr;
+}
 
 }  // namespace gpupool::internal
 

@@ -8,14 +8,6 @@
 
 namespace gpupool::internal {
 
-AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes,
-                               size_t max_split_ratio) {
-  if (block == nullptr) return nullptr;
-  const bool fits = block->size <= kSplitAnyBelow || max_split_ratio == 0 ||
-                    block->size / max_split_ratio <= bytes;
-  return fits ? block : nullptr;
-}
-
 AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
                             bool rest_takes_events, BlockRecords* records) {
   if (block->size < bytes || block->size - bytes < kMinSplitRemainder) {

@@ -66,8 +66,13 @@ inline bool IsWholeSegment(const AllocationBlock* block) {
 
 // `block` when the policy (`max_split_ratio`) lets it serve a request of
 // `bytes` (a class size), else nullptr (also for nullptr).
-AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes,
-                               size_t max_split_ratio);
+inline AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes,
+                                      size_t max_split_ratio) {
+  if (block == nullptr) return nullptr;
+  const bool fits = block->size <= kSplitAnyBelow || max_split_ratio == 0 ||
+                    block->size / max_split_ratio <= bytes;
+  return fits ? block : nullptr;
+}
 
 // Cuts `block` to `bytes` when the rest is at least kMinSplitRemainder and
 // returns the rest, a new block just above it in its segment (nullptr: not

@@ -69,11 +69,12 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
   return nullptr;
 }
 
-AllocationBlock* AllocationShard::SettleCandidates(
-    AllocationBlock* chosen, bool waited, const BlockVector& keep,
-    const BlockVector& dropped, const BlockVector& leaked,
-    const LeaseRequest& request, uint64_t generation, BlockVector* garbage) {
-  MutexLock lock(&mu_);
+AllocationBlock* AllocationShard::SettleOthersLocked(AllocationBlock* chosen,
+                                                     const BlockVector& keep,
+                                                     const BlockVector& dropped,
+                                                     const BlockVector& leaked,
+                                                     uint64_t generation,
+                                                     BlockVector* garbage) {
   int64_t dropped_count = DetachAll(dropped);
   int64_t leaked_count = 0;
   for (AllocationBlock* block : leaked)
@@ -95,6 +96,21 @@ AllocationBlock* AllocationShard::SettleCandidates(
   }
   ledger_.Retire(RetireReason::kDropped, dropped_count);
   ledger_.Retire(RetireReason::kLeaked, leaked_count);
+  return chosen;
+}
+
+AllocationBlock* AllocationShard::SettleCandidates(
+    AllocationBlock* chosen, bool waited, const BlockVector& keep,
+    const BlockVector& dropped, const BlockVector& leaked,
+    const LeaseRequest& request, uint64_t generation, BlockVector* garbage) {
+  MutexLock lock(&mu_);
+  // The usual cross-stream hit has one candidate, complete (or waited on):
+  // nothing else to settle.
+  if (!keep.empty() || !dropped.empty() || !leaked.empty() ||
+      (chosen != nullptr && chosen->generation != generation)) {
+    chosen =
+        SettleOthersLocked(chosen, keep, dropped, leaked, generation, garbage);
+  }
   if (chosen != nullptr) {
     // Waited on: the rest stays fenced by the events. Queried complete: the
     // rest is ready and the lease keeps them as spares.
@@ -114,46 +130,6 @@ void AllocationShard::LeaseNew(AllocationBlock* block,
   ++(tally == CacheCounter::kUncached ? stats_.uncached_allocations
                                       : stats_.misses);
   LeaseLocked(block, request);
-}
-
-void AllocationShard::LeaseLocked(AllocationBlock* block,
-                                  const LeaseRequest& request) {
-  block->requested = request.bytes;
-  block->stream = request.stream;
-  block->uses.clear();
-  if (request.stream != nullptr) block->uses.push_back(request.stream);
-  block->release_stream = nullptr;
-  block->lease_id = lease_ids_.Next();
-  block->where = request.where;
-  block->leased_unix_ns = request.leased_unix_ns;
-  block->leased_at = ++lease_count_;
-  LendSpare(block, &spare_events_);
-  // Spares of a merge join the lease's: its release re-records them.
-  if (!block->spare_events.empty()) {
-    for (PooledEvent& event : block->spare_events) {
-      block->events.push_back(std::move(event));
-    }
-    block->spare_events.clear();
-  }
-  AddInUseLocked(block);
-  stats_.peak_bytes_in_use =
-      std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-}
-
-void AllocationShard::AddInUseLocked(AllocationBlock* block) {
-  in_use_.PushFront(block);
-  ++stats_.allocations_in_use;
-  stats_.bytes_in_use += static_cast<int64_t>(block->size);
-  stats_.bytes_rounded += static_cast<int64_t>(block->size);
-  stats_.bytes_requested += static_cast<int64_t>(block->requested);
-}
-
-void AllocationShard::RemoveInUseLocked(AllocationBlock* block) {
-  in_use_.Remove(block);
-  --stats_.allocations_in_use;
-  stats_.bytes_in_use -= static_cast<int64_t>(block->size);
-  stats_.bytes_rounded -= static_cast<int64_t>(block->size);
-  stats_.bytes_requested -= static_cast<int64_t>(block->requested);
 }
 
 // --- Release -----------------------------------------------------------------
@@ -197,18 +173,6 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
 
 // --- Cached lists ------------------------------------------------------------
 
-bool AllocationShard::ReserveLocked(size_t bytes) {
-  // The other kind's shard of this device updates it under its own lock.
-  size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
-  do {
-    if (bytes > max_cached_bytes_ || cached > max_cached_bytes_ - bytes) {
-      return false;
-    }
-  } while (!device_cached_bytes_->compare_exchange_weak(
-      cached, cached + bytes, std::memory_order_relaxed));
-  return true;
-}
-
 AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
                                                   bool oldest, bool released) {
   if (!IsWholeSegment(block)) block = MergeLocked(block, released);
@@ -216,25 +180,6 @@ AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
   if (!CountCachedLocked(*block)) return block;
   index_.Insert(block, oldest);
   return nullptr;
-}
-
-bool AllocationShard::CountCachedLocked(const AllocationBlock& block) {
-  if (IsWholeSegment(&block)) {
-    if (!ReserveLocked(block.size)) return false;
-  } else {
-    // Part of a segment cannot go back to the runtime: it stays cached
-    // whatever the cap (which holds for whole segments).
-    device_cached_bytes_->fetch_add(block.size, std::memory_order_relaxed);
-  }
-  ++stats_.blocks_cached;
-  stats_.bytes_cached += static_cast<int64_t>(block.size);
-  return true;
-}
-
-void AllocationShard::UncountCachedLocked(const AllocationBlock& block) {
-  --stats_.blocks_cached;
-  stats_.bytes_cached -= static_cast<int64_t>(block.size);
-  device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
 }
 
 AllocationBlock* AllocationShard::MergeLocked(AllocationBlock* block,

@@ -25,12 +25,14 @@
 #ifndef GPUPOOL_SRC_ALLOCATION_SHARD_H_
 #define GPUPOOL_SRC_ALLOCATION_SHARD_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -247,6 +249,15 @@ class alignas(kCacheLine) AllocationShard {
   // (not listed: the caller retires or frees it).
   // `released`: `block` was just released (its events were recorded after
   // its lease), so its event may cover its neighbours' (segment.h).
+  // SettleCandidates' bookkeeping of the candidates not chosen (kept,
+  // dropped, leaked) and of a chosen one of a dead generation (nullptr is
+  // returned then).
+  AllocationBlock* SettleOthersLocked(AllocationBlock* chosen,
+                                      const BlockVector& keep,
+                                      const BlockVector& dropped,
+                                      const BlockVector& leaked,
+                                      uint64_t generation, BlockVector* garbage)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* AddCachedLocked(AllocationBlock* block, bool oldest,
                                    bool released = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -258,15 +269,42 @@ class alignas(kCacheLine) AllocationShard {
   // listed free, with the block's events when `rest_takes_events`.
   void SplitLocked(AllocationBlock* block, size_t bytes, bool rest_takes_events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bookkeeping below is defined here, inline: every lease and release
+  // passes through it, the parked cycle from shard_kept.cc.
+  bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // The other kind's shard of this device updates it under its own lock.
+    size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
+    do {
+      if (bytes > max_cached_bytes_ || cached > max_cached_bytes_ - bytes) {
+        return false;
+      }
+    } while (!device_cached_bytes_->compare_exchange_weak(
+        cached, cached + bytes, std::memory_order_relaxed));
+    return true;
+  }
   // A block enters (or leaves) the cached gauges and the device's cached
   // bytes, listed or parked: false, nothing counted, when a whole segment
   // finds no room under the cap (a part of a segment is cached whatever
   // the cap).
   bool CountCachedLocked(const AllocationBlock& block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (IsWholeSegment(&block)) {
+      if (!ReserveLocked(block.size)) return false;
+    } else {
+      // Part of a segment cannot go back to the runtime: it stays cached
+      // whatever the cap (which holds for whole segments).
+      device_cached_bytes_->fetch_add(block.size, std::memory_order_relaxed);
+    }
+    ++stats_.blocks_cached;
+    stats_.bytes_cached += static_cast<int64_t>(block.size);
+    return true;
+  }
   void UncountCachedLocked(const AllocationBlock& block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    --stats_.blocks_cached;
+    stats_.bytes_cached -= static_cast<int64_t>(block.size);
+    device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
+  }
   void RemoveCachedLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* TakeOldestPendingLocked(size_t bytes)
@@ -281,13 +319,46 @@ class alignas(kCacheLine) AllocationShard {
   void TakeAllRetiringLocked(BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaseLocked(AllocationBlock* block, const LeaseRequest& request)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    block->requested = request.bytes;
+    block->stream = request.stream;
+    block->uses.clear();
+    if (request.stream != nullptr) block->uses.push_back(request.stream);
+    block->release_stream = nullptr;
+    block->lease_id = lease_ids_.Next();
+    block->where = request.where;
+    block->leased_unix_ns = request.leased_unix_ns;
+    block->leased_at = ++lease_count_;
+    LendSpare(block, &spare_events_);
+    // Spares of a merge join the lease's: its release re-records them.
+    if (!block->spare_events.empty()) {
+      for (PooledEvent& event : block->spare_events) {
+        block->events.push_back(std::move(event));
+      }
+      block->spare_events.clear();
+    }
+    AddInUseLocked(block);
+    stats_.peak_bytes_in_use =
+        std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  }
   // A block enters (or leaves) the in-use list and gauges; a lease also
   // raises the peak (LeaseLocked).
   void AddInUseLocked(AllocationBlock* block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    in_use_.PushFront(block);
+    ++stats_.allocations_in_use;
+    stats_.bytes_in_use += static_cast<int64_t>(block->size);
+    stats_.bytes_rounded += static_cast<int64_t>(block->size);
+    stats_.bytes_requested += static_cast<int64_t>(block->requested);
+  }
   void RemoveInUseLocked(AllocationBlock* block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    in_use_.Remove(block);
+    --stats_.allocations_in_use;
+    stats_.bytes_in_use -= static_cast<int64_t>(block->size);
+    stats_.bytes_rounded -= static_cast<int64_t>(block->size);
+    stats_.bytes_requested -= static_cast<int64_t>(block->requested);
+  }
   void TakeStaleLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unlinks `block` (going, `how`) from its segment (segment.h,

@@ -44,7 +44,12 @@ class GPUPOOL_EXPORT Lease {
         lease_id_(lease_id),
         generation_(generation),
         site_(site) {}
-  Lease(Lease&& other) noexcept { *this = std::move(other); }
+  Lease(Lease&& other) noexcept
+      : owner_(std::exchange(other.owner_, nullptr)),
+        handle_(std::exchange(other.handle_, nullptr)),
+        lease_id_(std::exchange(other.lease_id_, 0)),
+        generation_(std::exchange(other.generation_, 0)),
+        site_(std::exchange(other.site_, 0)) {}
   Lease& operator=(Lease&& other) noexcept {
     if (this != &other) {
       Release();
