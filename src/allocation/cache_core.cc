@@ -236,7 +236,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   // 1. Deferred fences (defer_same_stream_fences): the block parked on this
   //    stream for this size, with no runtime call. Else every parked block
   //    is fenced first, so that what follows sees them all.
-  if (shard.MayHaveParked()) {
+  if (options_.defer_same_stream_fences && shard.MayHaveParked()) {
     if (stream != nullptr) {
       BlockVector stale_parked;
       AllocationBlock* parked =
@@ -247,8 +247,10 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
     FenceParked(shard);
   }
 
-  // 2. Same stream (safe at once in stream order), else a ready block, else
-  //    a few of the oldest pending blocks to check outside the lock.
+  // 2. The block parked on this stream for this size with its event recorded
+  //    (parked.h), else same stream (safe at once in stream order), else a
+  //    ready block, else a few of the oldest pending blocks to check outside
+  //    the lock.
   BlockVector candidates;
   BlockVector stale;
   AllocationBlock* block =
@@ -401,14 +403,25 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
       return;
     } else {
       state = fence_.RecordReadyEvents(block);
+      if (ParkFenced(shard, block, state)) return;
     }
   } else if (ParkDeferred(shard, block)) {
     return;  // no runtime call: fenced before anything else may have it
   } else {
     state = fence_.RecordReadyEvents(block);
+    // Its stream's next request of its size takes it back from its lane.
+    if (ParkFenced(shard, block, state)) return;
   }
 
   Settle(shard, block, state);
+}
+
+bool AllocationCacheCore::ParkIn(AllocationShard& shard,
+                                 AllocationBlock* block) {
+  AllocationBlock* to_poll = nullptr;
+  if (!shard.Park(block, generation(block->device), &to_poll)) return false;
+  if (to_poll != nullptr) CheckRetiring(shard, to_poll);
+  return true;
 }
 
 void AllocationCacheCore::Settle(AllocationShard& shard, AllocationBlock* block,

@@ -278,14 +278,23 @@ class AllocationCacheCore
   // False when no stream of it captures.
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
   // --- freeing.cc ---
-  // Parks a released block (parked.h) when fences are deferred and it was
-  // used on one stream alone: true when it was parked. Inline: without the
-  // option, a release pays one flag test.
+  // Parks a released block used on one stream alone in that stream's lane
+  // (parked.h): with deferred fences before its ready event is recorded
+  // (ParkDeferred: no runtime call), else once it is (ParkFenced, after
+  // RecordReadyEvents gave `state`: the one event of its one stream). True
+  // when it was parked. Inline: a release pays a few tests.
   bool ParkDeferred(AllocationShard& shard, AllocationBlock* block) {
     return options_.defer_same_stream_fences && block->uses.size() == 1 &&
-           block->size_class >= 0 &&
-           shard.Park(block, generation(block->device));
+           block->size_class >= 0 && ParkIn(shard, block);
   }
+  bool ParkFenced(AllocationShard& shard, AllocationBlock* block,
+                  BlockState state) {
+    return !options_.defer_same_stream_fences &&
+           state == BlockState::kPending && block->release_stream != nullptr &&
+           block->uses.size() == 1 && block->size_class >= 0 &&
+           ParkIn(shard, block);
+  }
+  bool ParkIn(AllocationShard& shard, AllocationBlock* block);
   // Fences parked blocks (parked.h) of `stream` (all with nullopt) and
   // releases them as any other: a ready event recorded on the stream they
   // were released on, unless it captures now (they stay parked, or are

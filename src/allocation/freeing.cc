@@ -76,7 +76,10 @@ size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
   for (AllocationBlock* block : blocks) {
     const int device = block->device;
     BlockState state = BlockState::kDrop;  // a dead context: no call
-    if (!poisoned(device) && block->generation == generation(device)) {
+    if (!poisoned(device) && block->generation == generation(device) &&
+        block->release_stream != nullptr) {
+      state = BlockState::kPending;  // fenced at its release (ParkFenced)
+    } else if (!poisoned(device) && block->generation == generation(device)) {
       // The work queued on the stream since the block's release is fenced by
       // an event recorded there now, unless the stream captures: an event
       // recorded into a capture fences nothing. It stays parked until then.

@@ -40,6 +40,20 @@ void ParkedBlocks::TakeAll(std::optional<NativeStream> stream,
   }
 }
 
+void ParkedBlocks::TakeFenced(BlockVector* out) {
+  for (Lane& lane : lanes_) {
+    for (AllocationBlock* block = lane.blocks.front(); block != nullptr;) {
+      AllocationBlock* next = PrimaryList::Next(block);
+      if (block->release_stream != nullptr) {
+        lane.blocks.Remove(block);
+        out->push_back(block);
+        --count_;
+      }
+      block = next;
+    }
+  }
+}
+
 void ParkedBlocks::TakeIf(
     absl::FunctionRef<bool(const AllocationBlock&)> leaves, BlockVector* out) {
   for (Lane& lane : lanes_) {

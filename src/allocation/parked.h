@@ -1,12 +1,18 @@
-// Blocks parked with their fence deferred (AllocationCacheOptions::
-// defer_same_stream_fences): a block released on its one stream goes here
-// with no runtime call, its ready event not recorded, and is taken back by a
-// request on the same stream for the same lease size — stream order makes
-// that reuse safe without any event. Such a block is fenced (its event
-// recorded on its stream, then released as any other) before anything else
-// may have it: the first request no parked block serves, Trim, the
-// out-of-memory chain and the give-back, the cache's end, or
-// AllocationCache::FenceStream.
+// A shard's same-stream lanes: blocks released on their one stream, parked
+// under it, for a request on that stream for the same lease size to take
+// back first — stream order makes that reuse safe without a check. Two
+// kinds, by the cache's policy:
+//   deferred (AllocationCacheOptions::defer_same_stream_fences): parked with
+//     no runtime call, their ready event not recorded (release_stream
+//     unset). Such a block is fenced (its event recorded on its stream, then
+//     released as any other) before anything else may have it: the first
+//     request no parked block serves, Trim, the out-of-memory chain and the
+//     give-back, the cache's end, or AllocationCache::FenceStream.
+//   fenced (the default): parked once its ready event is recorded on its
+//     stream (release_stream set), so that a same-stream cycle skips the
+//     free index. A request its lane does not serve lists every fenced
+//     parked block in the free index (no runtime call) before searching it;
+//     the paths above do the same.
 //
 // Not thread-safe: the shard that owns it guards it with its lock. It holds
 // blocks, never owns them.
@@ -39,6 +45,9 @@ class ParkedBlocks {
   AllocationBlock* Take(NativeStream stream, size_t bytes);
   // Takes out every block parked on `stream`, or every block when nullopt.
   void TakeAll(std::optional<NativeStream> stream, BlockVector* out);
+  // Takes out every fenced block (release_stream set), each lane's newest
+  // first.
+  void TakeFenced(BlockVector* out);
   // Takes out every block `leaves` selects.
   void TakeIf(absl::FunctionRef<bool(const AllocationBlock&)> leaves,
               BlockVector* out);

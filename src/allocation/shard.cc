@@ -44,6 +44,12 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
                                              BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
+  if (!parked_.empty()) {
+    // The request's lane first (parked.h), then what is fenced there goes
+    // into the index, so that the search below sees every cached block.
+    if (AllocationBlock* parked = TakeParkedLocked(request)) return parked;
+    ListFencedParkedLocked();
+  }
   AllocationBlock* block = index_.FindBestFit(
       request.lease_bytes, request.stream, /*with_pending=*/pending_checks > 0);
   if (block != nullptr && FreeIndex::UsableAtOnce(block, request.stream)) {

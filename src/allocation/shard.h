@@ -161,7 +161,12 @@ class alignas(kCacheLine) AllocationShard {
   // (no runtime call): it leaves use and counts as cached (pending). False,
   // with nothing changed, when the cap has no room, the shard is closed or
   // the block's generation is no longer `generation`.
-  bool Park(AllocationBlock* block, uint64_t generation);
+  // `to_poll` (when given: a fenced block, ParkFenced) is set to the oldest
+  // retiring block, for the caller to check, as TakeBack's; a fenced block
+  // is parked only when it is a whole segment (a part merges with its free
+  // neighbours at its release).
+  bool Park(AllocationBlock* block, uint64_t generation,
+            AllocationBlock** to_poll = nullptr);
   // The block parked on `request.stream` for its lease size, leased (a hit);
   // nullptr when there is none. Stale blocks go to `stale` (as TakeCached).
   AllocationBlock* TakeParked(const LeaseRequest& request, uint64_t generation,
@@ -372,6 +377,10 @@ class alignas(kCacheLine) AllocationShard {
   // hit); nullptr when there is none.
   AllocationBlock* TakeParkedLocked(const LeaseRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lists every parked block whose fence is recorded (release_stream set)
+  // in the free index: no runtime call. A request no lane serves does so
+  // before it searches the index.
+  void ListFencedParkedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Parked blocks leave the cached gauges (and the device's cached bytes).
   void UncacheParkedLocked(const AllocationBlock& block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -137,16 +137,34 @@ void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
 
 // --- Parked blocks -----------------------------------------------------------
 
-bool AllocationShard::Park(AllocationBlock* block, uint64_t generation) {
+bool AllocationShard::Park(AllocationBlock* block, uint64_t generation,
+                           AllocationBlock** to_poll) {
   MutexLock lock(&mu_);
+  // Fenced (to_poll given), only a whole segment: a part goes to the free
+  // index, to merge with its free neighbours at its release as ever.
   if (closed_ || block->generation != generation ||
+      (to_poll != nullptr && !IsWholeSegment(block)) ||
       !CountCachedLocked(*block)) {
     return false;
   }
   RemoveInUseLocked(block);
   parked_.Add(block);
   any_parked_.store(true, std::memory_order_relaxed);
+  // One retiring block checked per release, as TakeBack does.
+  if (to_poll != nullptr) *to_poll = TakeOldestRetiringLocked();
   return true;
+}
+
+void AllocationShard::ListFencedParkedLocked() {
+  BlockVector fenced;
+  parked_.TakeFenced(&fenced);
+  any_parked_.store(!parked_.empty(), std::memory_order_relaxed);
+  // Oldest first, as they were released. Whole segments (Park), counted as
+  // cached already: listed as they are, with nothing to merge.
+  for (auto it = fenced.rbegin(); it != fenced.rend(); ++it) {
+    (*it)->listed_at = lease_count_;
+    index_.Insert(*it, /*oldest=*/false);
+  }
 }
 
 void AllocationShard::UncacheParkedLocked(const AllocationBlock& block) {

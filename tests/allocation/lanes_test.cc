@@ -1,0 +1,186 @@
+// Same-stream lanes on SimBackend, the cache's default policy: a whole
+// segment released on its one stream waits in that stream's lane with its
+// ready event recorded, counted as cached; the stream's next request for its
+// lease size takes it back without a search, any other request lists it in
+// the free index first (no runtime call), and a release into a lane (fenced,
+// or parked unfenced under deferred fences) still checks a retiring block as
+// any release does.
+
+#include "gpupool/snapshot.h"
+#include "tests/allocation/sim_fixture.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::IsOk;
+
+TEST_F(AllocationCacheSimTest,
+       ALaneBlockIsCachedFencedAndTakenBackOnItsStream) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> first =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(first, IsOk());
+    block = first->data();
+    sim_.SubmitWork(a, absl::InfiniteDuration());  // its kernel, still running
+  }
+  // Released: its ready event recorded on `a`, cached, listed pending.
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord), 1);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  int64_t pending = 0;
+  const MemorySnapshot snapshot = TakeSnapshot(*cache);
+  for (const DeviceSnapshot& device : snapshot.devices) {
+    for (const MemoryKindSnapshot& memory : device.memory) {
+      for (const SegmentSnapshot& segment : memory.segments) {
+        for (const BlockSnapshot& listed : segment.blocks) {
+          pending += listed.use == BlockUse::kPending;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(pending, 1);
+  // The same stream takes it back at once, with no runtime call, though its
+  // work is still pending: stream order covers it.
+  const int64_t calls = sim_.total_calls();
+  absl::StatusOr<PooledAllocation> again =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->data(), block);
+  EXPECT_EQ(sim_.total_calls(), calls);
+  stats = cache->GetStats(0);
+  EXPECT_EQ(stats.hits, 1);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.allocations_in_use, 1);
+  again->Release();
+  sim_.CompleteAllWork();
+}
+
+TEST_F(AllocationCacheSimTest,
+       AnotherStreamGetsALaneBlockOnlyOnceItsWorkIsDone) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(on_a, IsOk());
+    block = on_a->data();
+    sim_.SubmitWork(a, absl::InfiniteDuration());
+  }
+  // Stream b's request is not served by its lane: the block goes to the free
+  // index, its event is queried (pending), and b gets a new segment.
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), 1);
+  on_b->Release();
+  // Once a's work is done, b's next request of that size takes one of the
+  // two: its own from its lane.
+  sim_.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_NE(later->data(), block);
+  // And a third stream gets a's block, its event now complete.
+  NativeStream c = NewStream();
+  absl::StatusOr<PooledAllocation> on_c =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, c);
+  ASSERT_THAT(on_c, IsOk());
+  EXPECT_EQ(on_c->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+}
+
+TEST_F(AllocationCacheSimTest, AReleaseIntoALaneFreesADoneRetiringBlock) {
+  auto cache = NewCache({.max_cached_bytes = kMiB + 4096});
+  NativeStream a = NewStream();
+  {
+    std::vector<PooledAllocation> held;
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<PooledAllocation> allocation =
+          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+      ASSERT_THAT(allocation, IsOk());
+      held.push_back(*std::move(allocation));
+    }
+    sim_.SubmitWork(a, absl::InfiniteDuration());
+  }
+  // One in a's lane; the other over the cap, retiring while its work runs.
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.blocks_retiring, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 0);
+  sim_.CompleteAllWork();
+  // A same-stream cycle: the lane's block, back into the lane, and the
+  // release checks the retiring one, done now, and frees it.
+  {
+    absl::StatusOr<PooledAllocation> cycle =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(cycle, IsOk());
+  }
+  stats = cache->GetStats(0);
+  EXPECT_EQ(stats.hits, 1);
+  EXPECT_EQ(stats.blocks_retiring, 0);
+  EXPECT_EQ(stats.runtime_frees, 1);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 1);
+}
+
+TEST_F(AllocationCacheSimTest, ADeferredReleaseFreesADoneRetiringBlock) {
+  AllocationCacheOptions options;
+  options.max_cached_bytes = kMiB + 4096;
+  options.defer_same_stream_fences = true;
+  auto cache = NewCache(options);
+  NativeStream a = NewStream();
+  {
+    std::vector<PooledAllocation> held;
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<PooledAllocation> allocation =
+          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+      ASSERT_THAT(allocation, IsOk());
+      held.push_back(*std::move(allocation));
+    }
+    sim_.SubmitWork(a, absl::InfiniteDuration());
+  }
+  // One parked unfenced; the other over the cap, fenced and retiring.
+  EXPECT_EQ(cache->GetStats(0).blocks_retiring, 1);
+  sim_.CompleteAllWork();
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  {
+    absl::StatusOr<PooledAllocation> cycle =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(cycle, IsOk());
+  }
+  // The parked cycle records nothing and still frees the retiring block.
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord), records);
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_retiring, 0);
+  EXPECT_EQ(stats.runtime_frees, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 1);
+}
+
+TEST_F(AllocationCacheSimTest, TrimFreesALaneBlockOnceItsWorkIsDone) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(on_a, IsOk());
+  }
+  sim_.CompleteAllWork();
+  EXPECT_EQ(cache->GetStats(0).blocks_cached, 1);
+  ASSERT_THAT(cache->Trim(), IsOk());
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.runtime_frees, 1);
+  EXPECT_EQ(sim_.live_allocations(0), 0);
+}
+
+}  // namespace
+}  // namespace gpupool
