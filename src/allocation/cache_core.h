@@ -278,8 +278,9 @@ class AllocationCacheCore
   // False when no stream of it captures.
   bool HoldIfCapturing(AllocationShard& shard, AllocationBlock* block);
   // --- freeing.cc ---
-  // Parks a released block used on one stream alone in that stream's lane
-  // (parked.h): with deferred fences before its ready event is recorded
+  // Parks a released whole segment used on one stream alone in that
+  // stream's lane (parked.h; AllocationShard::Park refuses a part of a
+  // segment): with deferred fences before its ready event is recorded
   // (ParkDeferred: no runtime call), else once it is (ParkFenced, after
   // RecordReadyEvents gave `state`: the one event of its one stream). True
   // when it was parked. Inline: a release pays a few tests.

@@ -1,5 +1,5 @@
-// A shard's same-stream lanes: blocks released on their one stream, parked
-// under it, for a request on that stream for the same lease size to take
+// A shard's same-stream lanes: whole segments released on their one stream,
+// parked under it, for a request on that stream for the same lease size to take
 // back first — stream order makes that reuse safe without a check. Two
 // kinds, by the cache's policy:
 //   deferred (AllocationCacheOptions::defer_same_stream_fences): parked with

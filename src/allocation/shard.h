@@ -161,10 +161,10 @@ class alignas(kCacheLine) AllocationShard {
   // (no runtime call): it leaves use and counts as cached (pending). False,
   // with nothing changed, when the cap has no room, the shard is closed or
   // the block's generation is no longer `generation`.
-  // `to_poll` (when given: a fenced block, ParkFenced) is set to the oldest
-  // retiring block, for the caller to check, as TakeBack's; a fenced block
-  // is parked only when it is a whole segment (a part merges with its free
-  // neighbours at its release).
+  // `to_poll` (when given: a release) is set to the oldest retiring block,
+  // for the caller to check, as TakeBack's; a released block is parked only
+  // when it is a whole segment (a part merges with its free neighbours at
+  // its release).
   bool Park(AllocationBlock* block, uint64_t generation,
             AllocationBlock** to_poll = nullptr);
   // The block parked on `request.stream` for its lease size, leased (a hit);

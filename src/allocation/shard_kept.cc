@@ -140,8 +140,9 @@ void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
 bool AllocationShard::Park(AllocationBlock* block, uint64_t generation,
                            AllocationBlock** to_poll) {
   MutexLock lock(&mu_);
-  // Fenced (to_poll given), only a whole segment: a part goes to the free
-  // index, to merge with its free neighbours at its release as ever.
+  // From a release (to_poll given), only a whole segment: a part goes to
+  // the free index, to merge with its free neighbours at its release. A
+  // block fenced later (FenceParked) may be parked again whatever it is.
   if (closed_ || block->generation != generation ||
       (to_poll != nullptr && !IsWholeSegment(block)) ||
       !CountCachedLocked(*block)) {

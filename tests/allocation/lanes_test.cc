@@ -4,7 +4,8 @@
 // lease size takes it back without a search, any other request lists it in
 // the free index first (no runtime call), and a release into a lane (fenced,
 // or parked unfenced under deferred fences) still checks a retiring block as
-// any release does.
+// any release does. A part of a segment is never parked, deferred or not: it
+// merges with its free neighbours at its release.
 
 #include "gpupool/snapshot.h"
 #include "tests/allocation/sim_fixture.h"
@@ -163,6 +164,29 @@ TEST_F(AllocationCacheSimTest, ADeferredReleaseFreesADoneRetiringBlock) {
   EXPECT_EQ(stats.blocks_retiring, 0);
   EXPECT_EQ(stats.runtime_frees, 1);
   EXPECT_EQ(sim_.calls(SimOp::kFree), 1);
+}
+
+TEST_F(AllocationCacheSimTest, ADeferredPartOfASegmentIsFencedAndMerged) {
+  AllocationCacheOptions options;
+  options.defer_same_stream_fences = true;
+  auto cache = NewCache(options);
+  NativeStream a = NewStream();
+  // A 4 MiB segment, parked; a 1 MiB request on its stream is carved from
+  // it (the lane holds no 1 MiB block: the segment is fenced first).
+  ASSERT_THAT(cache->Allocate(0, 4 * kMiB, MemoryKind::kDevice, a), IsOk());
+  absl::StatusOr<PooledAllocation> part =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(part, IsOk());
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 1);
+  EXPECT_EQ(cache->GetStats(0).blocks_cached, 1);  // the rest, 3 MiB
+  // The part is not parked: its event is recorded at its release and it
+  // merges with the rest into the whole segment.
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  part->Release();
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord), records + 1);
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(4 * kMiB));
 }
 
 TEST_F(AllocationCacheSimTest, TrimFreesALaneBlockOnceItsWorkIsDone) {
