@@ -118,7 +118,7 @@ def main():
             replays[m.group(1)][m.group(2)] = row
     print(f"<!-- {context.get('date', '')}, repetitions per row: "
           f"{sorted(reps)} -->")
-    order = ["same_stream", "cross_stream", "mixed_sizes"] + [
+    order = ["same_stream", "cross_stream", "mixed_sizes", "cold_start"] + [
         f"{t} thread(s)" for t in (1, 2, 4, 8)]
     for costs in ("null", "profile", "real"):
         if not any(key[0] == costs for key in cases):

@@ -16,6 +16,10 @@
 //                                       stream released
 //   peers/mixed_sizes/<costs>/<peer>    sizes from a training-like mix (see
 //                                       MixedSizes), 8 live at a time
+//   peers/cold_start/<costs>/<peer>     a fresh allocator, 64 allocations of
+//                                       that mix live at once (all misses),
+//                                       freed, the allocator destroyed: one
+//                                       iteration per burst
 //   peers/threads/<costs>/<peer>/threads:N  the same-stream cycle on N
 //                                       threads, each on its own stream, one
 //                                       allocator and one device
@@ -222,13 +226,52 @@ void MixedCycle(benchmark::State& state, Peer& peer, cudaStream_t stream) {
   }
 }
 
-enum class Case { kSameStream, kCrossStream, kMixedSizes };
+// A client's start and end, as a test suite that builds a client per test
+// sees it: a fresh allocator serves kColdBurst allocations, all live at
+// once (the first sizes of MixedSizes, on one stream: every one a miss),
+// they are freed, and the allocator is destroyed (its cached memory freed).
+// One iteration is one such burst.
+constexpr int kColdBurst = 64;
+
+template <typename Peer>
+bool ColdBurst(benchmark::State& state, Peer& peer, cudaStream_t stream) {
+  const std::vector<size_t>& sizes = MixedSizes();
+  std::vector<typename Peer::Lease> live;
+  live.reserve(kColdBurst);
+  bool ok = true;
+  for (int i = 0; ok && i < kColdBurst; ++i) {
+    auto lease = peer.Allocate(sizes[i], stream);
+    ok = Check(state, lease.status());
+    if (ok) live.push_back(std::move(*lease));
+  }
+  for (auto& lease : live) ok = Check(state, peer.Free(lease)) && ok;
+  return ok;
+}
+
+void ColdStarts(benchmark::State& state, Backend& backend, PeerKind kind,
+                cudaStream_t stream) {
+  const CallWindow calls_before;
+  for (auto _ : state) {
+    bool ok = false;
+    WithPeer(kind, backend,
+             [&](auto& peer) { ok = ColdBurst(state, peer, stream); });
+    if (!ok) break;
+  }
+  SetCalls(state, calls_before);
+}
+
+enum class Case { kSameStream, kCrossStream, kMixedSizes, kColdStart };
 
 void RunCase(benchmark::State& state, Backend& backend, Case which,
              PeerKind kind, int costs) {
   gpupool_bench_cudart_set_costs(costs);
   state.SetLabel(CostsLabel(costs));
   Streams streams(which == Case::kCrossStream ? 2 : 1);
+  if (which == Case::kColdStart) {
+    ColdStarts(state, backend, kind, streams.handles[0]);
+    gpupool_bench_cudart_set_costs(kGpupoolBenchCostsNull);
+    return;
+  }
   WithPeer(kind, backend, [&](auto& peer) {
     switch (which) {
       case Case::kSameStream:
@@ -238,6 +281,8 @@ void RunCase(benchmark::State& state, Backend& backend, Case which,
       case Case::kMixedSizes:
         MixedCycle(state, peer, streams.handles[0]);
         break;
+      case Case::kColdStart:
+        break;  // above: a fresh peer per iteration
     }
   });
   gpupool_bench_cudart_set_costs(kGpupoolBenchCostsNull);
@@ -373,7 +418,8 @@ int Register(Backend& backend, const std::string& trace_dir) {
   const std::pair<const char*, Case> cases[] = {
       {"same_stream", Case::kSameStream},
       {"cross_stream", Case::kCrossStream},
-      {"mixed_sizes", Case::kMixedSizes}};
+      {"mixed_sizes", Case::kMixedSizes},
+      {"cold_start", Case::kColdStart}};
   // Over a real runtime its own costs are the only model ("real").
   const bool real = gpupool_bench_cudart_real_runtime() != nullptr;
   std::vector<std::pair<const char*, int>> cost_models = {

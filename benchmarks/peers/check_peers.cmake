@@ -54,7 +54,7 @@ endfunction()
 set(peers gpupool cub_default cub_fair)
 foreach(costs null profile)
   foreach(peer IN LISTS peers)
-    foreach(case same_stream cross_stream mixed_sizes)
+    foreach(case same_stream cross_stream mixed_sizes cold_start)
       expect_counted("peers/${case}/${costs}/${peer}/real_time"
                      calls_per_cycle)
     endforeach()
