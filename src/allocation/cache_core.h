@@ -36,6 +36,7 @@
 #include "src/allocation/trace_ring.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/pool_lifetime.h"
+#include "src/lifetime/process_state.h"
 
 namespace gpupool::internal {
 
@@ -135,6 +136,12 @@ class AllocationCacheCore
       absl::FunctionRef<std::unique_ptr<FreeGate>()> make);
   // The entry checks (device range, poisoned, forked, exiting); `what` names
   // the caller in the message.
+  // Whether CheckUsable refuses `device` only because it is poisoned: its
+  // blocks were dropped, so a call that frees or fences has nothing to do.
+  bool OnlyPoisoned(int device) const {
+    return !Forked() && !ProcessIsExiting() && lifetime_.InRange(device) &&
+           poisoned(device);
+  }
   absl::Status CheckUsable(int device, absl::string_view what) {
     // The usual answer inline, without building a status or a message.
     if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {

@@ -4,7 +4,7 @@
 // call. Memory the GPU may still touch is never freed. Also the exchange
 // before the cache grows (MakeRoomToGrow), and the fence and give-back of
 // blocks a capture router kept (FenceKept, GiveBack), and of blocks parked
-// with their fence deferred (FenceParked, FenceStream); what is held for
+// in the same-stream lanes (FenceParked, FenceStream); what is held for
 // captures, listed (AddCaptureStats, ForEachHeld).
 
 #include <algorithm>
@@ -30,9 +30,7 @@ absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
   if (absl::Status usable = CheckUsable(device, "AllocationCache::Trim");
       !usable.ok()) {
     // A poisoned device has nothing left to trim: its blocks were dropped.
-    const bool dead = !Forked() && !ProcessIsExiting() &&
-                      lifetime_.InRange(device) && poisoned(device);
-    return dead ? absl::OkStatus() : usable;
+    return OnlyPoisoned(device) ? absl::OkStatus() : usable;
   }
   if (CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
       router != nullptr && router->HasCollectable()) {
@@ -75,11 +73,12 @@ size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
   absl::StatusOr<CaptureStatus> capture = CaptureStatus::kNone;
   for (AllocationBlock* block : blocks) {
     const int device = block->device;
+    const bool live =
+        !poisoned(device) && block->generation == generation(device);
     BlockState state = BlockState::kDrop;  // a dead context: no call
-    if (!poisoned(device) && block->generation == generation(device) &&
-        block->release_stream != nullptr) {
+    if (live && block->release_stream != nullptr) {
       state = BlockState::kPending;  // fenced at its release (ParkFenced)
-    } else if (!poisoned(device) && block->generation == generation(device)) {
+    } else if (live) {
       // The work queued on the stream since the block's release is fenced by
       // an event recorded there now, unless the stream captures: an event
       // recorded into a capture fences nothing. It stays parked until then.
@@ -113,9 +112,7 @@ absl::Status AllocationCacheCore::FenceStream(int device, NativeStream stream) {
   if (absl::Status usable = CheckUsable(device, "AllocationCache::FenceStream");
       !usable.ok()) {
     // A poisoned device's parked blocks were dropped: nothing to fence.
-    const bool dead = !Forked() && !ProcessIsExiting() &&
-                      lifetime_.InRange(device) && poisoned(device);
-    return dead ? absl::OkStatus() : usable;
+    return OnlyPoisoned(device) ? absl::OkStatus() : usable;
   }
   for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
     AllocationShard& shard = Shard(device, kind);

@@ -6,11 +6,14 @@
 
 #include "gpupool/snapshot.h"
 #include "tests/allocation/sim_fixture.h"
+#include "tests/allocation/snapshot_blocks.h"
 
 namespace gpupool {
 namespace {
 
+using ::gpupool::testing::CountBlocks;
 using ::gpupool::testing::IsOk;
+using ::gpupool::testing::SnapshotBlocks;
 
 AllocationCacheOptions Deferred() {
   AllocationCacheOptions options;
@@ -227,18 +230,9 @@ TEST_F(AllocationCacheSimTest, DeferredBlockIsListedPendingInASnapshot) {
   auto cache = NewCache(Deferred());
   NativeStream a = NewStream();
   ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
-  const MemorySnapshot snapshot = TakeSnapshot(*cache);
-  int64_t pending = 0;
-  for (const DeviceSnapshot& device : snapshot.devices) {
-    for (const MemoryKindSnapshot& memory : device.memory) {
-      for (const SegmentSnapshot& segment : memory.segments) {
-        for (const BlockSnapshot& block : segment.blocks) {
-          pending += block.use == BlockUse::kPending;
-        }
-      }
-    }
-  }
-  EXPECT_EQ(pending, 1);
+  EXPECT_EQ(
+      CountBlocks(SnapshotBlocks(TakeSnapshot(*cache), 0), BlockUse::kPending),
+      1);
 }
 
 }  // namespace

@@ -9,11 +9,29 @@
 
 #include "gpupool/snapshot.h"
 #include "tests/allocation/sim_fixture.h"
+#include "tests/allocation/snapshot_blocks.h"
 
 namespace gpupool {
 namespace {
 
+using ::gpupool::testing::CountBlocks;
 using ::gpupool::testing::IsOk;
+using ::gpupool::testing::SnapshotBlocks;
+
+// Allocates two 1 MiB blocks on `stream`, queues work on it that does not
+// end, and releases both: under a cap of one block and a bit, one is cached
+// and the other retires until that work is done.
+void ReleaseTwoWithWorkPending(AllocationCache& cache, SimBackend& sim,
+                               NativeStream stream) {
+  std::vector<PooledAllocation> held;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
+    ASSERT_THAT(allocation, IsOk());
+    held.push_back(*std::move(allocation));
+  }
+  sim.SubmitWork(stream, absl::InfiniteDuration());
+}
 
 TEST_F(AllocationCacheSimTest,
        ALaneBlockIsCachedFencedAndTakenBackOnItsStream) {
@@ -33,18 +51,9 @@ TEST_F(AllocationCacheSimTest,
   EXPECT_EQ(stats.blocks_cached, 1);
   EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
   EXPECT_EQ(stats.allocations_in_use, 0);
-  int64_t pending = 0;
-  const MemorySnapshot snapshot = TakeSnapshot(*cache);
-  for (const DeviceSnapshot& device : snapshot.devices) {
-    for (const MemoryKindSnapshot& memory : device.memory) {
-      for (const SegmentSnapshot& segment : memory.segments) {
-        for (const BlockSnapshot& listed : segment.blocks) {
-          pending += listed.use == BlockUse::kPending;
-        }
-      }
-    }
-  }
-  EXPECT_EQ(pending, 1);
+  EXPECT_EQ(
+      CountBlocks(SnapshotBlocks(TakeSnapshot(*cache), 0), BlockUse::kPending),
+      1);
   // The same stream takes it back at once, with no runtime call, though its
   // work is still pending: stream order covers it.
   const int64_t calls = sim_.total_calls();
@@ -102,16 +111,7 @@ TEST_F(AllocationCacheSimTest,
 TEST_F(AllocationCacheSimTest, AReleaseIntoALaneFreesADoneRetiringBlock) {
   auto cache = NewCache({.max_cached_bytes = kMiB + 4096});
   NativeStream a = NewStream();
-  {
-    std::vector<PooledAllocation> held;
-    for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<PooledAllocation> allocation =
-          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-      ASSERT_THAT(allocation, IsOk());
-      held.push_back(*std::move(allocation));
-    }
-    sim_.SubmitWork(a, absl::InfiniteDuration());
-  }
+  ASSERT_NO_FATAL_FAILURE(ReleaseTwoWithWorkPending(*cache, sim_, a));
   // One in a's lane; the other over the cap, retiring while its work runs.
   AllocationCacheStats stats = cache->GetStats(0);
   EXPECT_EQ(stats.blocks_cached, 1);
@@ -120,11 +120,7 @@ TEST_F(AllocationCacheSimTest, AReleaseIntoALaneFreesADoneRetiringBlock) {
   sim_.CompleteAllWork();
   // A same-stream cycle: the lane's block, back into the lane, and the
   // release checks the retiring one, done now, and frees it.
-  {
-    absl::StatusOr<PooledAllocation> cycle =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(cycle, IsOk());
-  }
+  ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
   stats = cache->GetStats(0);
   EXPECT_EQ(stats.hits, 1);
   EXPECT_EQ(stats.blocks_retiring, 0);
@@ -139,25 +135,12 @@ TEST_F(AllocationCacheSimTest, ADeferredReleaseFreesADoneRetiringBlock) {
   options.defer_same_stream_fences = true;
   auto cache = NewCache(options);
   NativeStream a = NewStream();
-  {
-    std::vector<PooledAllocation> held;
-    for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<PooledAllocation> allocation =
-          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-      ASSERT_THAT(allocation, IsOk());
-      held.push_back(*std::move(allocation));
-    }
-    sim_.SubmitWork(a, absl::InfiniteDuration());
-  }
+  ASSERT_NO_FATAL_FAILURE(ReleaseTwoWithWorkPending(*cache, sim_, a));
   // One parked unfenced; the other over the cap, fenced and retiring.
   EXPECT_EQ(cache->GetStats(0).blocks_retiring, 1);
   sim_.CompleteAllWork();
   const int64_t records = sim_.calls(SimOp::kEventRecord);
-  {
-    absl::StatusOr<PooledAllocation> cycle =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(cycle, IsOk());
-  }
+  ASSERT_THAT(cache->Allocate(0, kMiB, MemoryKind::kDevice, a), IsOk());
   // The parked cycle records nothing and still frees the retiring block.
   EXPECT_EQ(sim_.calls(SimOp::kEventRecord), records);
   const AllocationCacheStats stats = cache->GetStats(0);

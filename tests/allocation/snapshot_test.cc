@@ -20,11 +20,14 @@
 #include "gpupool/stable_buffers.h"
 #include "gtest/gtest.h"
 #include "tests/allocation/sim_fixture.h"
+#include "tests/allocation/snapshot_blocks.h"
 
 namespace gpupool {
 namespace {
 
+using ::gpupool::testing::CountBlocks;
 using ::gpupool::testing::IsOk;
+using ::gpupool::testing::SnapshotBlocks;
 using ::gpupool::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -32,23 +35,6 @@ using ::testing::Not;
 class SnapshotTest : public AllocationCacheSimTest {
  protected:
   // The blocks of `device`'s kind, flattened, in address order.
-  static std::vector<BlockSnapshot> Blocks(
-      const MemorySnapshot& snapshot, int device,
-      MemoryKind kind = MemoryKind::kDevice) {
-    std::vector<BlockSnapshot> out;
-    for (const MemoryKindSnapshot& memory : snapshot.devices[device].memory) {
-      if (memory.kind != kind) continue;
-      for (const SegmentSnapshot& segment : memory.segments) {
-        for (const BlockSnapshot& block : segment.blocks) out.push_back(block);
-      }
-    }
-    return out;
-  }
-  static int Count(const std::vector<BlockSnapshot>& blocks, BlockUse use) {
-    int n = 0;
-    for (const BlockSnapshot& block : blocks) n += block.use == use;
-    return n;
-  }
   static const MemoryKindSnapshot& Memory(const MemorySnapshot& snapshot,
                                           int device, MemoryKind kind) {
     for (const MemoryKindSnapshot& memory : snapshot.devices[device].memory) {
@@ -126,11 +112,11 @@ TEST_F(SnapshotTest, EveryBlockStateWithItsFields) {
   ASSERT_EQ(snapshot.devices.size(), 2u);
   EXPECT_FALSE(snapshot.devices[0].poisoned);
 
-  const std::vector<BlockSnapshot> dev0 = Blocks(snapshot, 0);
+  const std::vector<BlockSnapshot> dev0 = SnapshotBlocks(snapshot, 0);
   ASSERT_EQ(dev0.size(), 3u);
-  EXPECT_EQ(Count(dev0, BlockUse::kLeased), 1);
-  EXPECT_EQ(Count(dev0, BlockUse::kFree), 1);
-  EXPECT_EQ(Count(dev0, BlockUse::kPending), 1);
+  EXPECT_EQ(CountBlocks(dev0, BlockUse::kLeased), 1);
+  EXPECT_EQ(CountBlocks(dev0, BlockUse::kFree), 1);
+  EXPECT_EQ(CountBlocks(dev0, BlockUse::kPending), 1);
   for (const BlockSnapshot& block : dev0) {
     EXPECT_EQ(block.offset, 0u);
     switch (block.use) {
@@ -160,16 +146,16 @@ TEST_F(SnapshotTest, EveryBlockStateWithItsFields) {
   EXPECT_EQ(device0.in_use_bytes, 3 * kKiB);
   EXPECT_EQ(device0.largest_free_block_bytes, 64 * kKiB);
   const std::vector<BlockSnapshot> pinned0 =
-      Blocks(snapshot, 0, MemoryKind::kPinnedHost);
+      SnapshotBlocks(snapshot, 0, MemoryKind::kPinnedHost);
   ASSERT_EQ(pinned0.size(), 1u);
   EXPECT_EQ(pinned0[0].use, BlockUse::kLeased);
   EXPECT_EQ(pinned0[0].lease_id, pinned->lease_id());
 
-  const std::vector<BlockSnapshot> dev1 = Blocks(snapshot, 1);
+  const std::vector<BlockSnapshot> dev1 = SnapshotBlocks(snapshot, 1);
   ASSERT_EQ(dev1.size(), 3u);
-  EXPECT_EQ(Count(dev1, BlockUse::kStable), 1);
-  EXPECT_EQ(Count(dev1, BlockUse::kGraphPool), 1);
-  EXPECT_EQ(Count(dev1, BlockUse::kHeldForCapture), 1);
+  EXPECT_EQ(CountBlocks(dev1, BlockUse::kStable), 1);
+  EXPECT_EQ(CountBlocks(dev1, BlockUse::kGraphPool), 1);
+  EXPECT_EQ(CountBlocks(dev1, BlockUse::kHeldForCapture), 1);
   for (const BlockSnapshot& block : dev1) {
     if (block.use == BlockUse::kStable) {
       EXPECT_EQ(block.name, "weights");
@@ -377,7 +363,7 @@ TEST_F(SnapshotTest, LeaseAgeIsRecordedOnlyWhenAsked) {
     absl::SleepFor(absl::Milliseconds(20));
     const MemorySnapshot snapshot = TakeSnapshot(*cache);
     const int64_t elapsed = absl::GetCurrentTimeNanos() - before;
-    const std::vector<BlockSnapshot> blocks = Blocks(snapshot, 0);
+    const std::vector<BlockSnapshot> blocks = SnapshotBlocks(snapshot, 0);
     ASSERT_EQ(blocks.size(), 1u);
     ASSERT_EQ(blocks[0].use, BlockUse::kLeased);
     const std::string json = SnapshotToJson(snapshot);
@@ -398,7 +384,8 @@ TEST_F(SnapshotTest, LeaseAgeIsRecordedOnlyWhenAsked) {
   absl::StatusOr<PooledAllocation> leased =
       cache->Allocate(0, 4 * kKiB, MemoryKind::kDevice, stream);
   ASSERT_THAT(leased, IsOk());
-  const std::vector<BlockSnapshot> blocks = Blocks(TakeSnapshot(*cache), 0);
+  const std::vector<BlockSnapshot> blocks =
+      SnapshotBlocks(TakeSnapshot(*cache), 0);
   ASSERT_EQ(blocks.size(), 1u);
   EXPECT_GE(blocks[0].age_ns, 0);
 }
