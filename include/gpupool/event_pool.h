@@ -41,6 +41,7 @@ namespace internal {
 template <typename Kind>
 class KeyedPool;
 struct EventKind;
+struct EventLeaseAccess;
 }  // namespace internal
 
 // A leased event. Move-only; returns the event to its pool when destroyed.
@@ -61,6 +62,7 @@ class GPUPOOL_EXPORT PooledEvent {
  private:
   template <typename Kind>
   friend class internal::KeyedPool;
+  friend struct internal::EventLeaseAccess;
   explicit PooledEvent(internal::Lease lease) : lease_(std::move(lease)) {}
   internal::Lease lease_;
 };

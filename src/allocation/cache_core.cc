@@ -42,7 +42,7 @@ AllocationCacheOptions Sanitize(AllocationCacheOptions options) {
 
 void AllocationLeaseOwner::Return(void* handle, uint64_t /*lease_id*/,
                                   uint32_t /*site*/, uint64_t /*generation*/,
-                                  bool /*discard*/) {
+                                  ReturnAs /*how*/) {
   core_->Return(static_cast<AllocationBlock*>(handle));
   Drop();
 }

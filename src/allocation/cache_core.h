@@ -62,7 +62,7 @@ class alignas(kCacheLine) AllocationLeaseOwner final : public LeaseOwner {
                        const AllocationShard* shard)
       : core_(std::move(core)), shard_(shard) {}
   void Return(void* handle, uint64_t lease_id, uint32_t site,
-              uint64_t generation, bool discard) override;
+              uint64_t generation, ReturnAs how) override;
   int device() const override { return shard_->device(); }
   // A cache shard has no handle config; the lease reports its MemoryKind.
   const void* config() const override { return nullptr; }

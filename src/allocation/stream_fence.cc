@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/lifetime/fault_reaction.h"
+#include "src/pools/event_lease_access.h"
 
 namespace gpupool::internal {
 namespace {
@@ -17,6 +18,13 @@ PooledEvent TakeSpare(BlockEvents* spares) {
   PooledEvent event = std::move(spares->back());
   spares->pop_back();
   return event;
+}
+
+// Gives events the caller just saw complete back to their pool, which then
+// keeps them without a query of its own.
+void ReleaseCompleted(BlockEvents* events) {
+  for (PooledEvent& event : *events) EventLeaseAccess::ReleaseKnownIdle(event);
+  events->clear();
 }
 
 }  // namespace
@@ -123,7 +131,7 @@ BlockState StreamOrderFence::QueryEvents(AllocationBlock* block,
     if (FaultOf(status) == Fault::kNotReady) return BlockState::kPending;
     return ReactToEventFault(block, status);
   }
-  if (consumed == Consumed::kToPool) block->events.clear();
+  if (consumed == Consumed::kToPool) ReleaseCompleted(&block->events);
   return BlockState::kIdle;
 }
 
@@ -132,7 +140,7 @@ BlockState StreamOrderFence::SynchronizeEvents(AllocationBlock* block) {
     absl::Status status = backend_.SynchronizeEvent(block->device, event.get());
     if (!status.ok()) return ReactToEventFault(block, status);
   }
-  block->events.clear();
+  ReleaseCompleted(&block->events);
   return BlockState::kIdle;
 }
 

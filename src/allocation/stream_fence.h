@@ -47,9 +47,11 @@ class StreamOrderFence {
   // caller's to react to: the capture is unknown.
   absl::StatusOr<CaptureInfo> CaptureOf(int device, NativeStream stream);
   // What becomes of a block's events once they are proven complete or
-  // waited on: back to the EventPool (which queries each again before
-  // reuse), or kept on the block as spares that its next release
-  // re-records (no EventPool round trip: the block is about to be leased).
+  // waited on: back to the EventPool, or kept on the block as spares that
+  // its next release re-records (no EventPool round trip: the block is about
+  // to be leased). An event proven complete goes back as known idle
+  // (ReturnAs::kKnownIdle: the pool keeps it without querying it again); a
+  // waited-on one as any return (the pool queries it).
   enum class Consumed { kToPool, kKeepAsSpares };
   // kIdle when every event of `block` completed, kPending while any is
   // pending.

@@ -21,6 +21,9 @@
 //     static absl::StatusOr<void*> Create(Backend&, int device, const Config&);
 //     static absl::Status Destroy(Backend&, int device, void* handle);
 //     static absl::Status Query(Backend&, int device, void* handle);
+//     // Whether a return the caller vouches for (ReturnAs::kKnownIdle,
+//     // gpupool/internal/lease.h) skips the query: events only.
+//     static constexpr bool kKnownIdleSkipsQuery;
 //     // Return protocol: what a failed (not merely pending) query means
 //     // (streams: examine and end a capture), and the attribute reset,
 //     // called only where HasResettableAttributes said so (once per shard).

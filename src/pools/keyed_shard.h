@@ -137,7 +137,7 @@ class alignas(kCacheLine) KeyedShard final
   }
 
   void Return(void* handle, uint64_t lease_id, uint32_t site,
-              uint64_t generation, bool discard) override {
+              uint64_t generation, ReturnAs how) override {
     // A forked child must take no lock and make no runtime call, nor delete
     // this shard (see "Fork" in keyed_pool.h): the lease keeps holding it,
     // so it lives for good.
@@ -152,7 +152,7 @@ class alignas(kCacheLine) KeyedShard final
     const bool announced = BeginAnnouncedReturn(this);
     if (!announced) returns_started_.fetch_add(1, std::memory_order_seq_cst);
     const bool last = ReturnAndEnd(handle, LeaseSites::Ticket{lease_id, site},
-                                   generation, discard, announced);
+                                   generation, how, announced);
     if (announced) EndAnnouncedReturn();
     if (last) delete this;  // orphaned by its pool, and this the last lease
   }
@@ -297,7 +297,7 @@ class alignas(kCacheLine) KeyedShard final
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool ReturnAndEnd(void* handle,
                                                  LeaseSites::Ticket ticket,
                                                  uint64_t generation,
-                                                 bool discard, bool announced) {
+                                                 ReturnAs how, bool announced) {
     // Screened without the lock (re-checked under it below): after the pool
     // was destroyed (closed) or exit began, never touch the runtime; a
     // handle of an older generation belongs to a dead context.
@@ -307,7 +307,7 @@ class alignas(kCacheLine) KeyedShard final
       ForgetLocked(ticket);
       return EndReturnLocked(announced);
     }
-    if (discard) {
+    if (how == ReturnAs::kDiscard) {
       FinishLease(ticket);
       Destroy(handle, /*faulty=*/true);
       return EndReturn(announced);
@@ -315,8 +315,11 @@ class alignas(kCacheLine) KeyedShard final
     // One validating call: the query. Its failure is also how a capturing
     // stream shows (the query of a capturing stream is refused), so the
     // capture is examined only then; attributes are reset only where the
-    // backend has any.
-    absl::Status query = Kind::Query(*backend_, device_, handle);
+    // backend has any. An event the caller saw complete needs no query.
+    absl::Status query =
+        how == ReturnAs::kKnownIdle && Kind::kKnownIdleSkipsQuery
+            ? absl::OkStatus()
+            : Kind::Query(*backend_, device_, handle);
     Check check;
     if (!query.ok() && FaultOf(query) != Fault::kNotReady) {
       check = Kind::CheckFailedQuery(*backend_, device_, handle, query);

@@ -19,6 +19,9 @@ struct StreamKind {
   using Lease = PooledStream;
   static constexpr absl::string_view kName = "stream";
   static constexpr absl::string_view kPoolName = "stream pool";
+  // A stream is validated at every return: it may capture, or carry
+  // attributes to reset, whatever its caller saw.
+  static constexpr bool kKnownIdleSkipsQuery = false;
 
   static absl::StatusOr<void*> Create(Backend& backend, int device,
                                       const Config& config) {
@@ -90,6 +93,9 @@ struct EventKind {
   using Lease = PooledEvent;
   static constexpr absl::string_view kName = "event";
   static constexpr absl::string_view kPoolName = "event pool";
+  // An event whose last record its holder saw complete, and which it
+  // recorded nothing on since, is idle: its query could only say so.
+  static constexpr bool kKnownIdleSkipsQuery = true;
 
   static absl::StatusOr<void*> Create(Backend& backend, int device,
                                       const Config& config) {

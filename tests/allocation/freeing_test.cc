@@ -97,6 +97,57 @@ TEST_F(AllocationCacheSimTest, TrimWaitsForPendingWorkBeforeFreeing) {
   EXPECT_EQ(sim_.live_allocations(0), 0);
 }
 
+// A freed block's ready event was queried (or synchronized) complete by the
+// cache: its EventPool keeps it without a query of its own, one query per
+// block in all, and hands it out again without creating one.
+TEST_F(AllocationCacheSimTest, AFreedBlocksEventGoesBackIdleWithoutAQuery) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  {
+    std::vector<PooledAllocation> held;
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<PooledAllocation> allocation =
+          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+      ASSERT_THAT(allocation, IsOk());
+      held.push_back(*std::move(allocation));
+    }
+  }
+  ASSERT_EQ(sim_.calls(SimOp::kEventRecord), 3);
+  ASSERT_EQ(events_->GetStats().in_use, 3);
+  const int64_t queries = sim_.calls(SimOp::kEventQuery);
+  ASSERT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery) - queries, 3);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 3);
+  EventPoolStats pool = events_->GetStats();
+  EXPECT_EQ(pool.in_use, 0);
+  EXPECT_EQ(pool.idle, 3);
+  const int64_t created = pool.created;
+  absl::StatusOr<PooledEvent> event = events_->Acquire(0);
+  ASSERT_THAT(event, IsOk());
+  EXPECT_EQ(events_->GetStats().created, created);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery) - queries, 3);
+}
+
+// The same after a wait: a block whose work was still running when Trim
+// came is synchronized, and its event goes back idle without a query.
+TEST_F(AllocationCacheSimTest, ASynchronizedBlocksEventGoesBackWithoutAQuery) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(allocation, IsOk());
+    sim_.SubmitWork(a, absl::Milliseconds(20));
+  }
+  const int64_t queries = sim_.calls(SimOp::kEventQuery);
+  ASSERT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(sim_.calls(SimOp::kEventSynchronize), 1);
+  // The one query found it pending; none after the synchronize.
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery) - queries, 1);
+  EXPECT_EQ(events_->GetStats().idle, 1);
+  EXPECT_EQ(sim_.live_allocations(0), 0);
+}
+
 TEST_F(AllocationCacheSimTest, OverCapBlockWithPendingWorkRetiresFirst) {
   auto cache = NewCache({.max_cached_bytes = kMiB + 4096});
   NativeStream a = NewStream();

@@ -11,6 +11,19 @@
 
 namespace gpupool::internal {
 
+// How a lease comes back to its owner.
+enum class ReturnAs : uint8_t {
+  // The usual return: the owner validates the handle before reusing it.
+  kCheck,
+  // The caller knows the handle is bad: the owner destroys it.
+  kDiscard,
+  // An event whose last record the caller saw complete (a query or a
+  // synchronize that succeeded), with nothing recorded on it since: the
+  // owner keeps it without its validating query. Streams are checked as
+  // usual.
+  kKnownIdle,
+};
+
 // Where a lease goes back to: one shard of a pool or cache. The owner keeps
 // itself alive for its leases: it lives until the Return of every lease it
 // handed out has returned, even past its pool's destruction, so a late
@@ -21,10 +34,9 @@ class GPUPOOL_EXPORT LeaseOwner {
  public:
   // Takes the handle back; the lease's last touch of the owner, which may
   // delete itself before returning. `site` is the owner's own bookkeeping
-  // slot (the value it gave the lease). `discard`: the caller knows it is
-  // bad.
+  // slot (the value it gave the lease).
   virtual void Return(void* handle, uint64_t lease_id, uint32_t site,
-                      uint64_t generation, bool discard) = 0;
+                      uint64_t generation, ReturnAs how) = 0;
   virtual int device() const = 0;
   // Points at the shard's StreamConfig or EventConfig.
   virtual const void* config() const = 0;
@@ -72,17 +84,17 @@ class GPUPOOL_EXPORT Lease {
   uint64_t generation() const { return generation_; }
   explicit operator bool() const { return owner_ != nullptr; }
 
-  void Release() { Finish(/*discard=*/false); }
-  void Discard() { Finish(/*discard=*/true); }
+  void Release() { Finish(ReturnAs::kCheck); }
+  void Discard() { Finish(ReturnAs::kDiscard); }
+  void ReleaseKnownIdle() { Finish(ReturnAs::kKnownIdle); }
 
  private:
-  void Finish(bool discard) {
+  void Finish(ReturnAs how) {
     if (owner_ == nullptr) return;
     // Emptied first: the owner may be gone once Return returns.
     LeaseOwner* const owner = std::exchange(owner_, nullptr);
     owner->Return(std::exchange(handle_, nullptr), std::exchange(lease_id_, 0),
-                  std::exchange(site_, 0), std::exchange(generation_, 0),
-                  discard);
+                  std::exchange(site_, 0), std::exchange(generation_, 0), how);
   }
 
   LeaseOwner* owner_ = nullptr;
