@@ -99,8 +99,7 @@ std::string SimNote(const std::string& profile) {
            "or destroy; an estimate, not a measurement)";
   }
   return "simulated, no runtime latency at all: creating a stream is free "
-         "here, so pooling cannot win and the speed-up (below 1x, about 0.5x) "
-         "is the "
+         "here, so pooling cannot win and the speed-up (below 1x) is the "
          "pools' own bookkeeping against nothing; a check that the demo runs, "
          "not a measurement";
 }

@@ -101,6 +101,10 @@ class FreeIndex {
 
   int size_class_count() const { return static_cast<int>(bins_.size()); }
   size_t max_split_ratio() const { return max_split_ratio_; }
+  // Whether no block is listed.
+  bool empty() const {
+    return ready_classes_.empty() && pending_classes_.empty();
+  }
 
   // Lists `block` under its size_class (FloorSizeClass of its size, kept so
   // by whoever sizes a block): ready when it has

@@ -43,6 +43,9 @@ class ParkedBlocks {
   // The newest block parked on `stream` of exactly `bytes` (among the few
   // newest of that stream), taken out; nullptr when there is none.
   AllocationBlock* Take(NativeStream stream, size_t bytes);
+  // The one block parked, taken out, when exactly one is, it is fenced, on
+  // another stream than `stream` and of exactly `bytes`; else nullptr.
+  AllocationBlock* TakeSoleFencedElsewhere(NativeStream stream, size_t bytes);
   // Takes out every block parked on `stream`, or every block when nullopt.
   void TakeAll(std::optional<NativeStream> stream, BlockVector* out);
   // Takes out every fenced block (release_stream set), each lane's newest
@@ -101,6 +104,23 @@ inline AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
        block = PrimaryList::Next(block), ++seen) {
     if (block->size != bytes) continue;
     lane->blocks.Remove(block);
+    --count_;
+    return block;
+  }
+  return nullptr;
+}
+
+inline AllocationBlock* ParkedBlocks::TakeSoleFencedElsewhere(
+    NativeStream stream, size_t bytes) {
+  if (count_ != 1) return nullptr;
+  for (Lane& lane : lanes_) {
+    AllocationBlock* block = lane.blocks.front();
+    if (block == nullptr) continue;
+    if (lane.stream == stream || block->size != bytes ||
+        block->release_stream == nullptr) {
+      return nullptr;
+    }
+    lane.blocks.Remove(block);
     --count_;
     return block;
   }

@@ -48,6 +48,19 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
     // The request's lane first (parked.h), then what is fenced there goes
     // into the index, so that the search below sees every cached block.
     if (AllocationBlock* parked = TakeParkedLocked(request)) return parked;
+    // Another stream's lone fenced block of this size, and nothing in the
+    // index: the search below would list it and give it as its one
+    // candidate (the ping-pong of one buffer between two streams). Given
+    // as that candidate at once.
+    if (pending_checks > 0 && index_.empty()) {
+      if (AllocationBlock* sole = parked_.TakeSoleFencedElsewhere(
+              request.stream, request.lease_bytes)) {
+        UncacheParkedLocked(*sole);
+        sole->listed_at = lease_count_;
+        candidates->push_back(sole);
+        return nullptr;
+      }
+    }
     ListFencedParkedLocked();
   }
   AllocationBlock* block = index_.FindBestFit(

@@ -4,7 +4,9 @@
 // lease size takes it back without a search, any other request lists it in
 // the free index first (no runtime call), and a release into a lane (fenced,
 // or parked unfenced under deferred fences) still checks a retiring block as
-// any release does. A part of a segment is never parked, deferred or not: it
+// any release does; another stream's lone lane block of the request's size,
+// with nothing in the index, is that request's candidate at once. A part of
+// a segment is never parked, deferred or not: it
 // merges with its free neighbours at its release.
 
 #include "gpupool/snapshot.h"
@@ -106,6 +108,62 @@ TEST_F(AllocationCacheSimTest,
   ASSERT_THAT(on_c, IsOk());
   EXPECT_EQ(on_c->data(), block);
   EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+}
+
+// One buffer passed between two streams: each request takes the other
+// stream's lane block straight as its one candidate, one query and one
+// record per cycle, no runtime allocation after the first.
+TEST_F(AllocationCacheSimTest, OneBlockPingPongsBetweenTwoStreams) {
+  auto cache = NewCache();
+  NativeStream streams[2] = {NewStream(), NewStream()};
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> first =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, streams[0]);
+    ASSERT_THAT(first, IsOk());
+    block = first->data();
+  }
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  const int64_t queries = sim_.calls(SimOp::kEventQuery);
+  constexpr int kCycles = 6;
+  for (int i = 1; i <= kCycles; ++i) {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, streams[i % 2]);
+    ASSERT_THAT(allocation, IsOk());
+    EXPECT_EQ(allocation->data(), block);
+  }
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery) - queries, kCycles);
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord) - records, kCycles);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 1);
+  EXPECT_EQ(stats.hits, kCycles);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(stats.allocations_in_use, 0);
+}
+
+// With no pending checks allowed, another stream's lane block is never
+// queried: the request gets a new segment, the lane block stays cached.
+TEST_F(AllocationCacheSimTest, NoPendingChecksLeaveAnotherStreamsLaneBlock) {
+  auto cache = NewCache({.pending_checks_per_allocate = 0});
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = nullptr;
+  {
+    absl::StatusOr<PooledAllocation> on_a =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(on_a, IsOk());
+    block = on_a->data();
+  }
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), 0);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 2);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.allocations_in_use, 1);
 }
 
 TEST_F(AllocationCacheSimTest, AReleaseIntoALaneFreesADoneRetiringBlock) {
