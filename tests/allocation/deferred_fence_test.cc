@@ -24,13 +24,8 @@ AllocationCacheOptions Deferred() {
 TEST_F(AllocationCacheSimTest, DeferredSameStreamCycleMakesNoRuntimeCall) {
   auto cache = NewCache(Deferred());
   NativeStream a = NewStream();
-  void* first = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> warm =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(warm, IsOk());
-    first = warm->data();
-  }
+  void* first = AllocateAndRelease(*cache, a);
+  ASSERT_NE(first, nullptr);
   const int64_t calls = sim_.total_calls();
   for (int i = 0; i < 5; ++i) {
     absl::StatusOr<PooledAllocation> lease =
@@ -55,14 +50,8 @@ TEST_F(AllocationCacheSimTest, DeferredBlockGoesToAnotherStreamOnlyFenced) {
   auto cache = NewCache(Deferred());
   NativeStream a = NewStream();
   NativeStream b = NewStream();
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> on_a =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(on_a, IsOk());
-    block = on_a->data();
-    sim_.SubmitWork(a, absl::InfiniteDuration());  // still running
-  }
+  void* block = AllocateAndRelease(*cache, a, absl::InfiniteDuration());
+  ASSERT_NE(block, nullptr);
   // B's request fences A's parked block (an event recorded on A, behind the
   // running work) and must not get it while that work runs.
   absl::StatusOr<PooledAllocation> on_b =

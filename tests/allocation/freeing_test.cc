@@ -133,12 +133,7 @@ TEST_F(AllocationCacheSimTest, AFreedBlocksEventGoesBackIdleWithoutAQuery) {
 TEST_F(AllocationCacheSimTest, ASynchronizedBlocksEventGoesBackWithoutAQuery) {
   auto cache = NewCache();
   NativeStream a = NewStream();
-  {
-    absl::StatusOr<PooledAllocation> allocation =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(allocation, IsOk());
-    sim_.SubmitWork(a, absl::Milliseconds(20));
-  }
+  ASSERT_NE(AllocateAndRelease(*cache, a, absl::Milliseconds(20)), nullptr);
   const int64_t queries = sim_.calls(SimOp::kEventQuery);
   ASSERT_THAT(cache->Trim(0), IsOk());
   EXPECT_EQ(sim_.calls(SimOp::kEventSynchronize), 1);

@@ -39,14 +39,8 @@ TEST_F(AllocationCacheSimTest,
        ALaneBlockIsCachedFencedAndTakenBackOnItsStream) {
   auto cache = NewCache();
   NativeStream a = NewStream();
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> first =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(first, IsOk());
-    block = first->data();
-    sim_.SubmitWork(a, absl::InfiniteDuration());  // its kernel, still running
-  }
+  void* block = AllocateAndRelease(*cache, a, absl::InfiniteDuration());
+  ASSERT_NE(block, nullptr);
   // Released: its ready event recorded on `a`, cached, listed pending.
   EXPECT_EQ(sim_.calls(SimOp::kEventRecord), 1);
   AllocationCacheStats stats = cache->GetStats(0);
@@ -77,14 +71,8 @@ TEST_F(AllocationCacheSimTest,
   auto cache = NewCache();
   NativeStream a = NewStream();
   NativeStream b = NewStream();
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> on_a =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(on_a, IsOk());
-    block = on_a->data();
-    sim_.SubmitWork(a, absl::InfiniteDuration());
-  }
+  void* block = AllocateAndRelease(*cache, a, absl::InfiniteDuration());
+  ASSERT_NE(block, nullptr);
   // Stream b's request is not served by its lane: the block goes to the free
   // index, its event is queried (pending), and b gets a new segment.
   absl::StatusOr<PooledAllocation> on_b =
@@ -116,13 +104,8 @@ TEST_F(AllocationCacheSimTest,
 TEST_F(AllocationCacheSimTest, OneBlockPingPongsBetweenTwoStreams) {
   auto cache = NewCache();
   NativeStream streams[2] = {NewStream(), NewStream()};
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> first =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, streams[0]);
-    ASSERT_THAT(first, IsOk());
-    block = first->data();
-  }
+  void* block = AllocateAndRelease(*cache, streams[0]);
+  ASSERT_NE(block, nullptr);
   const int64_t records = sim_.calls(SimOp::kEventRecord);
   const int64_t queries = sim_.calls(SimOp::kEventQuery);
   constexpr int kCycles = 6;
@@ -148,13 +131,8 @@ TEST_F(AllocationCacheSimTest, NoPendingChecksLeaveAnotherStreamsLaneBlock) {
   auto cache = NewCache({.pending_checks_per_allocate = 0});
   NativeStream a = NewStream();
   NativeStream b = NewStream();
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> on_a =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(on_a, IsOk());
-    block = on_a->data();
-  }
+  void* block = AllocateAndRelease(*cache, a);
+  ASSERT_NE(block, nullptr);
   absl::StatusOr<PooledAllocation> on_b =
       cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
   ASSERT_THAT(on_b, IsOk());
@@ -233,11 +211,7 @@ TEST_F(AllocationCacheSimTest, ADeferredPartOfASegmentIsFencedAndMerged) {
 TEST_F(AllocationCacheSimTest, TrimFreesALaneBlockOnceItsWorkIsDone) {
   auto cache = NewCache();
   NativeStream a = NewStream();
-  {
-    absl::StatusOr<PooledAllocation> on_a =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(on_a, IsOk());
-  }
+  ASSERT_NE(AllocateAndRelease(*cache, a), nullptr);
   sim_.CompleteAllWork();
   EXPECT_EQ(cache->GetStats(0).blocks_cached, 1);
   ASSERT_THAT(cache->Trim(), IsOk());

@@ -78,6 +78,20 @@ class AllocationCacheSimTest : public ::testing::Test {
     return std::make_unique<AllocationCache>(sim_, *events_, health_, options);
   }
 
+  // Allocates 1 MiB of device memory on `stream` of device 0, queues work
+  // of `work` on `stream` (none when zero; a kernel still running when
+  // infinite), then releases the allocation. Returns the block's address,
+  // or nullptr (with a failed expectation) when the allocation failed.
+  void* AllocateAndRelease(AllocationCache& cache, NativeStream stream,
+                           absl::Duration work = absl::ZeroDuration()) {
+    absl::StatusOr<PooledAllocation> allocation =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
+    EXPECT_THAT(allocation, ::gpupool::testing::IsOk());
+    if (!allocation.ok()) return nullptr;
+    if (work > absl::ZeroDuration()) sim_.SubmitWork(stream, work);
+    return allocation->data();  // released here
+  }
+
   SimBackend sim_;
   std::shared_ptr<DeviceHealth> health_;
   std::unique_ptr<EventPool> events_;

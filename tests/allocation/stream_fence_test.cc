@@ -113,14 +113,8 @@ TEST_F(AllocationCacheSimTest, WaitOnStreamPolicyHandsOverWithAStreamWait) {
   auto cache = NewCache({.cross_stream = CrossStreamPolicy::kWaitOnStream});
   NativeStream a = NewStream();
   NativeStream b = NewStream();
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> on_a =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-    ASSERT_THAT(on_a, IsOk());
-    block = on_a->data();
-    sim_.SubmitWork(a, absl::InfiniteDuration());
-  }
+  void* block = AllocateAndRelease(*cache, a, absl::InfiniteDuration());
+  ASSERT_NE(block, nullptr);
   const int64_t edges = sim_.stream_wait_edges();
   const int64_t syncs = sim_.calls(SimOp::kEventSynchronize) +
                         sim_.calls(SimOp::kStreamSynchronize);
@@ -286,14 +280,8 @@ TEST(AllocationCacheFenceTest, ReleaseNeverWaitsForAFullEventPool) {
 TEST_F(AllocationCacheSimTest, SameStreamReuseIsKeyedByTheStreamHandleValue) {
   auto cache = NewCache();
   NativeStream stream = NewStream();
-  void* block = nullptr;
-  {
-    absl::StatusOr<PooledAllocation> first =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, stream);
-    ASSERT_THAT(first, IsOk());
-    block = first->data();
-    sim_.SubmitWork(stream, absl::InfiniteDuration());
-  }
+  void* block = AllocateAndRelease(*cache, stream, absl::InfiniteDuration());
+  ASSERT_NE(block, nullptr);
   const int64_t queries = sim_.calls(SimOp::kEventQuery);
   const int64_t waits = sim_.calls(SimOp::kStreamWaitEvent);
   const int64_t syncs = sim_.calls(SimOp::kStreamSynchronize) +

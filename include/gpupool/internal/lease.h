@@ -11,12 +11,14 @@
 
 namespace gpupool::internal {
 
-// How a lease comes back to its owner.
+// How a lease comes back to its owner. kCheck and kDiscard keep the values
+// of the bool this replaced (false, true), so that a program built against
+// the earlier header still returns its leases correctly.
 enum class ReturnAs : uint8_t {
   // The usual return: the owner validates the handle before reusing it.
-  kCheck,
+  kCheck = 0,
   // The caller knows the handle is bad: the owner destroys it.
-  kDiscard,
+  kDiscard = 1,
   // An event whose last record the caller saw complete (a query or a
   // synchronize that succeeded), with nothing recorded on it since: the
   // owner keeps it without its validating query. Streams are checked as
