@@ -134,14 +134,14 @@ class AllocationCacheCore
       absl::FunctionRef<std::unique_ptr<CaptureRouter>()> make);
   FreeGate& InstallFreeGate(
       absl::FunctionRef<std::unique_ptr<FreeGate>()> make);
-  // The entry checks (device range, poisoned, forked, exiting); `what` names
-  // the caller in the message.
   // Whether CheckUsable refuses `device` only because it is poisoned: its
   // blocks were dropped, so a call that frees or fences has nothing to do.
   bool OnlyPoisoned(int device) const {
     return !Forked() && !ProcessIsExiting() && lifetime_.InRange(device) &&
            poisoned(device);
   }
+  // The entry checks (device range, poisoned, forked, exiting); `what` names
+  // the caller in the message.
   absl::Status CheckUsable(int device, absl::string_view what) {
     // The usual answer inline, without building a status or a message.
     if (ABSL_PREDICT_TRUE(lifetime_.EntryIsClear(device))) {

@@ -103,15 +103,7 @@ TEST_F(AllocationCacheSimTest, TrimWaitsForPendingWorkBeforeFreeing) {
 TEST_F(AllocationCacheSimTest, AFreedBlocksEventGoesBackIdleWithoutAQuery) {
   auto cache = NewCache();
   NativeStream a = NewStream();
-  {
-    std::vector<PooledAllocation> held;
-    for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<PooledAllocation> allocation =
-          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-      ASSERT_THAT(allocation, IsOk());
-      held.push_back(*std::move(allocation));
-    }
-  }
+  ASSERT_EQ(AllocateAndReleaseMany(*cache, a, 3).size(), 3u);
   ASSERT_EQ(sim_.calls(SimOp::kEventRecord), 3);
   ASSERT_EQ(events_->GetStats().in_use, 3);
   const int64_t queries = sim_.calls(SimOp::kEventQuery);
@@ -146,16 +138,9 @@ TEST_F(AllocationCacheSimTest, ASynchronizedBlocksEventGoesBackWithoutAQuery) {
 TEST_F(AllocationCacheSimTest, OverCapBlockWithPendingWorkRetiresFirst) {
   auto cache = NewCache({.max_cached_bytes = kMiB + 4096});
   NativeStream a = NewStream();
-  {
-    std::vector<PooledAllocation> held;
-    for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<PooledAllocation> allocation =
-          cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-      ASSERT_THAT(allocation, IsOk());
-      held.push_back(*std::move(allocation));
-    }
-    sim_.SubmitWork(a, absl::InfiniteDuration());
-  }
+  ASSERT_EQ(
+      AllocateAndReleaseMany(*cache, a, 2, absl::InfiniteDuration()).size(),
+      2u);
   // One is cached; the other must not be freed while the GPU may use it.
   AllocationCacheStats stats = cache->GetStats(0);
   EXPECT_EQ(stats.blocks_cached, 1);

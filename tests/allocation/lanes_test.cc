@@ -20,21 +20,6 @@ using ::gpupool::testing::CountBlocks;
 using ::gpupool::testing::IsOk;
 using ::gpupool::testing::SnapshotBlocks;
 
-// Allocates two 1 MiB blocks on `stream`, queues work on it that does not
-// end, and releases both: under a cap of one block and a bit, one is cached
-// and the other retires until that work is done.
-void ReleaseTwoWithWorkPending(AllocationCache& cache, SimBackend& sim,
-                               NativeStream stream) {
-  std::vector<PooledAllocation> held;
-  for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<PooledAllocation> allocation =
-        cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
-    ASSERT_THAT(allocation, IsOk());
-    held.push_back(*std::move(allocation));
-  }
-  sim.SubmitWork(stream, absl::InfiniteDuration());
-}
-
 TEST_F(AllocationCacheSimTest,
        ALaneBlockIsCachedFencedAndTakenBackOnItsStream) {
   auto cache = NewCache();
@@ -147,7 +132,11 @@ TEST_F(AllocationCacheSimTest, NoPendingChecksLeaveAnotherStreamsLaneBlock) {
 TEST_F(AllocationCacheSimTest, AReleaseIntoALaneFreesADoneRetiringBlock) {
   auto cache = NewCache({.max_cached_bytes = kMiB + 4096});
   NativeStream a = NewStream();
-  ASSERT_NO_FATAL_FAILURE(ReleaseTwoWithWorkPending(*cache, sim_, a));
+  // Two blocks released with work running: under a cap of one block and a
+  // bit, one is cached and the other retires until that work is done.
+  ASSERT_EQ(
+      AllocateAndReleaseMany(*cache, a, 2, absl::InfiniteDuration()).size(),
+      2u);
   // One in a's lane; the other over the cap, retiring while its work runs.
   AllocationCacheStats stats = cache->GetStats(0);
   EXPECT_EQ(stats.blocks_cached, 1);
@@ -171,7 +160,11 @@ TEST_F(AllocationCacheSimTest, ADeferredReleaseFreesADoneRetiringBlock) {
   options.defer_same_stream_fences = true;
   auto cache = NewCache(options);
   NativeStream a = NewStream();
-  ASSERT_NO_FATAL_FAILURE(ReleaseTwoWithWorkPending(*cache, sim_, a));
+  // Two blocks released with work running: under a cap of one block and a
+  // bit, one is cached and the other retires until that work is done.
+  ASSERT_EQ(
+      AllocateAndReleaseMany(*cache, a, 2, absl::InfiniteDuration()).size(),
+      2u);
   // One parked unfenced; the other over the cap, fenced and retiring.
   EXPECT_EQ(cache->GetStats(0).blocks_retiring, 1);
   sim_.CompleteAllWork();

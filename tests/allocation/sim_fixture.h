@@ -78,18 +78,32 @@ class AllocationCacheSimTest : public ::testing::Test {
     return std::make_unique<AllocationCache>(sim_, *events_, health_, options);
   }
 
-  // Allocates 1 MiB of device memory on `stream` of device 0, queues work
-  // of `work` on `stream` (none when zero; a kernel still running when
-  // infinite), then releases the allocation. Returns the block's address,
-  // or nullptr (with a failed expectation) when the allocation failed.
+  // Allocates `count` blocks of 1 MiB on `stream` of device 0, all live at
+  // once, queues work of `work` on `stream` (none when zero; a kernel still
+  // running on them when infinite), then releases them all. Returns their
+  // addresses in allocation order; fewer than `count` (with a failed
+  // expectation) when an allocation failed.
+  std::vector<void*> AllocateAndReleaseMany(
+      AllocationCache& cache, NativeStream stream, int count,
+      absl::Duration work = absl::ZeroDuration()) {
+    std::vector<PooledAllocation> held;
+    std::vector<void*> blocks;
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<PooledAllocation> allocation =
+          cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
+      EXPECT_THAT(allocation, ::gpupool::testing::IsOk());
+      if (!allocation.ok()) return blocks;
+      blocks.push_back(allocation->data());
+      held.push_back(*std::move(allocation));
+    }
+    if (work > absl::ZeroDuration()) sim_.SubmitWork(stream, work);
+    return blocks;  // `held` is released here
+  }
+  // One block: its address, or nullptr when the allocation failed.
   void* AllocateAndRelease(AllocationCache& cache, NativeStream stream,
                            absl::Duration work = absl::ZeroDuration()) {
-    absl::StatusOr<PooledAllocation> allocation =
-        cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
-    EXPECT_THAT(allocation, ::gpupool::testing::IsOk());
-    if (!allocation.ok()) return nullptr;
-    if (work > absl::ZeroDuration()) sim_.SubmitWork(stream, work);
-    return allocation->data();  // released here
+    std::vector<void*> blocks = AllocateAndReleaseMany(cache, stream, 1, work);
+    return blocks.empty() ? nullptr : blocks.front();
   }
 
   SimBackend sim_;
