@@ -162,7 +162,9 @@ struct GPUPOOL_EXPORT AllocationCacheOptions {
   // serves fences them all, as do Trim, the out-of-memory chain, the
   // give-back, the cache's end and FenceStream. A steady loop on one stream
   // makes no call; a request of another size or stream costs the calls the
-  // releases would have made.
+  // releases would have made. A block leased to another stream than its
+  // previous lease's is fenced at its release instead (a buffer passed
+  // between streams costs what it does without the option).
   // The contract that buys it: such a stream must stay alive until its
   // blocks are fenced — call FenceStream(device, stream) before destroying a
   // stream that released blocks. Streams of the stream pool of a Pools

@@ -72,6 +72,10 @@ struct AllocationBlock {
   uint64_t lease_id = 0;
   SourceLocation where;
   int64_t leased_unix_ns = 0;  // 0: not recorded (LeaseRequest)
+  // Leased to another stream than its previous lease's: with deferred
+  // fences, its release records its ready event at once (parked fenced), as
+  // a buffer passed between streams is wanted by the other one next.
+  bool fence_at_release = false;
 
   // --- While cached or retiring ---
   // The single stream all pending events were recorded on (same-stream reuse

@@ -289,15 +289,18 @@ class AllocationCacheCore
   // stream's lane (parked.h; AllocationShard::Park refuses a part of a
   // segment): with deferred fences before its ready event is recorded
   // (ParkDeferred: no runtime call), else once it is (ParkFenced, after
-  // RecordReadyEvents gave `state`: the one event of its one stream). True
-  // when it was parked. Inline: a release pays a few tests.
+  // RecordReadyEvents gave `state`: the one event of its one stream; with
+  // deferred fences too for a block leased across streams,
+  // AllocationBlock::fence_at_release). True when it was parked. Inline: a
+  // release pays a few tests.
   bool ParkDeferred(AllocationShard& shard, AllocationBlock* block) {
-    return options_.defer_same_stream_fences && block->uses.size() == 1 &&
-           block->size_class >= 0 && ParkIn(shard, block);
+    return options_.defer_same_stream_fences && !block->fence_at_release &&
+           block->uses.size() == 1 && block->size_class >= 0 &&
+           ParkIn(shard, block);
   }
   bool ParkFenced(AllocationShard& shard, AllocationBlock* block,
                   BlockState state) {
-    return !options_.defer_same_stream_fences &&
+    return (!options_.defer_same_stream_fences || block->fence_at_release) &&
            state == BlockState::kPending && block->release_stream != nullptr &&
            block->uses.size() == 1 && block->size_class >= 0 &&
            ParkIn(shard, block);
@@ -311,6 +314,9 @@ class AllocationCacheCore
   size_t FenceParked(AllocationShard& shard,
                      std::optional<NativeStream> stream = std::nullopt,
                      bool stream_goes = false);
+  // FenceParked's fencing of `blocks`, just unparked (back in use).
+  size_t FenceUnparked(AllocationShard& shard, const BlockVector& blocks,
+                       bool stream_goes);
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);

@@ -67,6 +67,12 @@ size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
                                         bool stream_goes) {
   BlockVector blocks;
   shard.Unpark(stream, &blocks);
+  return FenceUnparked(shard, blocks, stream_goes);
+}
+
+size_t AllocationCacheCore::FenceUnparked(AllocationShard& shard,
+                                          const BlockVector& blocks,
+                                          bool stream_goes) {
   size_t fenced = 0;
   // Blocks come grouped by stream: one capture check per stream.
   NativeStream checked = nullptr;

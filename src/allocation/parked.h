@@ -7,7 +7,9 @@
 //     unset). Such a block is fenced (its event recorded on its stream, then
 //     released as any other) before anything else may have it: the first
 //     request no parked block serves, Trim, the out-of-memory chain and the
-//     give-back, the cache's end, or AllocationCache::FenceStream.
+//     give-back, the cache's end, or AllocationCache::FenceStream. Under that
+//     policy a block leased across streams (fence_at_release) is parked
+//     fenced, as below.
 //   fenced (the default): parked once its ready event is recorded on its
 //     stream (release_stream set), so that a same-stream cycle skips the
 //     free index. A request its lane does not serve lists every fenced

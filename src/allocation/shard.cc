@@ -37,17 +37,16 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 // --- Allocate ----------------------------------------------------------------
 
-AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
-                                             int pending_checks,
-                                             uint64_t generation,
-                                             BlockVector* candidates,
-                                             BlockVector* stale) {
+AllocationBlock* AllocationShard::TakeCached(
+    const LeaseRequest& request, int pending_checks, uint64_t generation,
+    BlockVector* candidates, BlockVector* stale, BlockVector* unfenced) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
   if (!parked_.empty()) {
     // The request's lane first (parked.h), then what is fenced there goes
     // into the index, so that the search below sees every cached block.
     if (AllocationBlock* parked = TakeParkedLocked(request)) return parked;
+    if (unfenced != nullptr && UnparkUnfencedLocked(unfenced)) return nullptr;
     // Another stream's lone fenced block of this size, and nothing in the
     // index: the search below would list it and give it as its one
     // candidate (the ping-pong of one buffer between two streams). Given

@@ -183,21 +183,29 @@ AllocationBlock* AllocationShard::TakeParkedLocked(
   return block;
 }
 
-AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
-                                             uint64_t generation,
-                                             BlockVector* stale) {
-  MutexLock lock(&mu_);
-  TakeStaleLocked(generation, stale);
-  return TakeParkedLocked(request);
-}
-
 void AllocationShard::Unpark(std::optional<NativeStream> stream,
                              BlockVector* out) {
   MutexLock lock(&mu_);
   const size_t first = out->size();
   parked_.TakeAll(stream, out);
-  for (size_t i = first; i < out->size(); ++i) {
-    AllocationBlock* block = (*out)[i];
+  BackInUseLocked(*out, first);
+}
+
+bool AllocationShard::UnparkUnfencedLocked(BlockVector* out) {
+  const size_t first = out->size();
+  parked_.TakeIf(
+      [](const AllocationBlock& block) {
+        return block.release_stream == nullptr;
+      },
+      out);
+  BackInUseLocked(*out, first);
+  return out->size() > first;
+}
+
+void AllocationShard::BackInUseLocked(const BlockVector& unparked,
+                                      size_t first) {
+  for (size_t i = first; i < unparked.size(); ++i) {
+    AllocationBlock* block = unparked[i];
     UncacheParkedLocked(*block);
     // In use again, as the lease that released it was: the caller releases
     // it (TakeBack), which takes it out of the gauges once more.

@@ -68,6 +68,75 @@ TEST_F(AllocationCacheSimTest, DeferredBlockGoesToAnotherStreamOnlyFenced) {
   EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
 }
 
+// A buffer passed between two streams: after its first crossing, each
+// release records its ready event at once (fenced at release, as without
+// deferred fences), so that the other stream's request queries it and
+// fences nothing: one record and one query per cycle, no capture check.
+TEST_F(AllocationCacheSimTest,
+       DeferredBufferPassedBetweenStreamsIsFencedAtRelease) {
+  auto cache = NewCache(Deferred());
+  NativeStream streams[2] = {NewStream(), NewStream()};
+  void* block = AllocateAndRelease(*cache, streams[0]);
+  ASSERT_NE(block, nullptr);
+  const int64_t checks = sim_.calls(SimOp::kCaptureStatus);
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  const int64_t queries = sim_.calls(SimOp::kEventQuery);
+  // The first crossing fences the parked block (a capture check and a
+  // record on stream 0), queries it, and its release on stream 1 records.
+  ASSERT_EQ(AllocateAndRelease(*cache, streams[1]), block);
+  EXPECT_EQ(sim_.calls(SimOp::kCaptureStatus) - checks, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord) - records, 2);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery) - queries, 1);
+  constexpr int kCycles = 6;
+  for (int i = 0; i < kCycles; ++i) {
+    ASSERT_EQ(AllocateAndRelease(*cache, streams[i % 2]), block);
+  }
+  EXPECT_EQ(sim_.calls(SimOp::kCaptureStatus) - checks, 1);
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord) - records, 2 + kCycles);
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery) - queries, 1 + kCycles);
+  const AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 1);
+  EXPECT_EQ(stats.hits, 1 + kCycles);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+}
+
+// Its event recorded at release, such a buffer still waits for the work of
+// the stream that released it before the other stream may have it.
+TEST_F(AllocationCacheSimTest, DeferredBufferFencedAtReleaseWaitsForItsWork) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = AllocateAndRelease(*cache, a);
+  ASSERT_EQ(AllocateAndRelease(*cache, b, absl::InfiniteDuration()), block);
+  absl::StatusOr<PooledAllocation> on_a =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(on_a, IsOk());
+  EXPECT_NE(on_a->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  sim_.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->data(), block);
+}
+
+// Back on the stream that released it, the buffer's fence is deferred again:
+// its same-stream cycles make no runtime call.
+TEST_F(AllocationCacheSimTest, DeferredBufferBackOnOneStreamDefersAgain) {
+  auto cache = NewCache(Deferred());
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = AllocateAndRelease(*cache, a);
+  ASSERT_EQ(AllocateAndRelease(*cache, b), block);  // fenced at release
+  const int64_t calls = sim_.total_calls();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(AllocateAndRelease(*cache, b), block);
+  }
+  EXPECT_EQ(sim_.total_calls(), calls) << "3 same-stream cycles";
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 1);
+}
+
 TEST_F(AllocationCacheSimTest, DeferredBlockOfAnotherSizeIsFencedNotLost) {
   // A request of another size on the same stream that would grow the cache
   // fences the parked block first; it is then split for the request.
