@@ -233,24 +233,34 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   const size_t rounded = LeaseBytes(bytes, rounding_);
   request.lease_bytes = rounded;
 
-  // 1. The block parked on this stream for this size (parked.h): in stream
-  //    order, no check. Else, with deferred fences
-  //    (defer_same_stream_fences), the parked blocks whose fence is still
-  //    deferred are fenced first, so that what follows sees them all.
-  // 2. Same stream (safe at once in stream order), else a ready block, else
-  //    a few of the oldest pending blocks to check outside the lock.
+  // 1. Deferred fences (defer_same_stream_fences): the block parked on this
+  //    stream for this size, with no runtime call. Else every parked block
+  //    whose fence is deferred is fenced first, so that what follows sees
+  //    them all (a lane block fenced at its release stays in its lane).
+  if (options_.defer_same_stream_fences && shard.MayHaveParked()) {
+    bool deferred_left = true;
+    if (stream != nullptr) {
+      BlockVector stale_parked;
+      AllocationBlock* parked = shard.TakeParked(request, generation(device),
+                                                 &stale_parked, &deferred_left);
+      DeleteBlocks(stale_parked);
+      if (parked != nullptr) return MakeLease(parked);
+    }
+    if (deferred_left) {
+      FenceParked(shard, std::nullopt, /*stream_goes=*/false,
+                  /*deferred_only=*/true);
+    }
+  }
+
+  // 2. The block parked on this stream for this size with its event recorded
+  //    (parked.h), else same stream (safe at once in stream order), else a
+  //    ready block, else a few of the oldest pending blocks to check outside
+  //    the lock.
   BlockVector candidates;
   BlockVector stale;
-  BlockVector unfenced;
   AllocationBlock* block =
       shard.TakeCached(request, options_.pending_checks_per_allocate,
-                       generation(device), &candidates, &stale,
-                       options_.defer_same_stream_fences ? &unfenced : nullptr);
-  if (ABSL_PREDICT_FALSE(!unfenced.empty())) {
-    FenceUnparked(shard, unfenced, /*stream_goes=*/false);
-    block = shard.TakeCached(request, options_.pending_checks_per_allocate,
-                             generation(device), &candidates, &stale);
-  }
+                       generation(device), &candidates, &stale);
   DeleteBlocks(stale);
   if (block != nullptr) {
     // A same-stream hit keeps its ready events (already consumed: the new

@@ -311,12 +311,11 @@ class AllocationCacheCore
   // were released on, unless it captures now (they stay parked, or are
   // leaked when `stream_goes`: it is about to be destroyed), or the device
   // is dead (dropped without a call). Returns how many left the parked list.
+  // With `deferred_only`, only those whose fence is deferred (a lane block
+  // fenced at its release stays parked).
   size_t FenceParked(AllocationShard& shard,
                      std::optional<NativeStream> stream = std::nullopt,
-                     bool stream_goes = false);
-  // FenceParked's fencing of `blocks`, just unparked (back in use).
-  size_t FenceUnparked(AllocationShard& shard, const BlockVector& blocks,
-                       bool stream_goes);
+                     bool stream_goes = false, bool deferred_only = false);
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);

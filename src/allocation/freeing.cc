@@ -64,15 +64,9 @@ absl::Status AllocationCacheCore::TrimAll() {
 
 size_t AllocationCacheCore::FenceParked(AllocationShard& shard,
                                         std::optional<NativeStream> stream,
-                                        bool stream_goes) {
+                                        bool stream_goes, bool deferred_only) {
   BlockVector blocks;
-  shard.Unpark(stream, &blocks);
-  return FenceUnparked(shard, blocks, stream_goes);
-}
-
-size_t AllocationCacheCore::FenceUnparked(AllocationShard& shard,
-                                          const BlockVector& blocks,
-                                          bool stream_goes) {
+  shard.Unpark(stream, deferred_only, &blocks);
   size_t fenced = 0;
   // Blocks come grouped by stream: one capture check per stream.
   NativeStream checked = nullptr;

@@ -36,6 +36,7 @@ void ParkedBlocks::TakeAll(std::optional<NativeStream> stream,
     while (AllocationBlock* block = lane.blocks.PopFront()) {
       out->push_back(block);
       --count_;
+      if (block->release_stream == nullptr) --unfenced_;
     }
   }
 }
@@ -63,6 +64,7 @@ void ParkedBlocks::TakeIf(
         lane.blocks.Remove(block);
         out->push_back(block);
         --count_;
+        if (block->release_stream == nullptr) --unfenced_;
       }
       block = next;
     }

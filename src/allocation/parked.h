@@ -39,6 +39,8 @@ class ParkedBlocks {
   ParkedBlocks& operator=(const ParkedBlocks&) = delete;
 
   bool empty() const { return count_ == 0; }
+  // Whether a parked block's fence is deferred (release_stream unset).
+  bool any_unfenced() const { return unfenced_ != 0; }
 
   // Parks `block`, used on exactly one stream (`block->uses`), under it.
   void Add(AllocationBlock* block);
@@ -77,7 +79,8 @@ class ParkedBlocks {
 
   // Few streams at a time: a linear search beats a hash.
   absl::InlinedVector<Lane, 4> lanes_;
-  size_t count_ = 0;  // blocks parked, over every lane
+  size_t count_ = 0;     // blocks parked, over every lane
+  size_t unfenced_ = 0;  // of them, those whose fence is deferred
 };
 
 // --- The parked cycle, inline (the shard's lock is held) ----------------
@@ -95,6 +98,7 @@ inline void ParkedBlocks::Add(AllocationBlock* block) {
   if (lane == nullptr) lane = NewLane(stream);
   lane->blocks.PushFront(block);
   ++count_;
+  if (block->release_stream == nullptr) ++unfenced_;
 }
 
 inline AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
@@ -107,6 +111,7 @@ inline AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
     if (block->size != bytes) continue;
     lane->blocks.Remove(block);
     --count_;
+    if (block->release_stream == nullptr) --unfenced_;
     return block;
   }
   return nullptr;

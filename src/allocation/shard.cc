@@ -37,16 +37,17 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 // --- Allocate ----------------------------------------------------------------
 
-AllocationBlock* AllocationShard::TakeCached(
-    const LeaseRequest& request, int pending_checks, uint64_t generation,
-    BlockVector* candidates, BlockVector* stale, BlockVector* unfenced) {
+AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
+                                             int pending_checks,
+                                             uint64_t generation,
+                                             BlockVector* candidates,
+                                             BlockVector* stale) {
   MutexLock lock(&mu_);
   TakeStaleLocked(generation, stale);
   if (!parked_.empty()) {
     // The request's lane first (parked.h), then what is fenced there goes
     // into the index, so that the search below sees every cached block.
     if (AllocationBlock* parked = TakeParkedLocked(request)) return parked;
-    if (unfenced != nullptr && UnparkUnfencedLocked(unfenced)) return nullptr;
     // Another stream's lone fenced block of this size, and nothing in the
     // index: the search below would list it and give it as its one
     // candidate (the ping-pong of one buffer between two streams). Given
@@ -70,6 +71,7 @@ AllocationBlock* AllocationShard::TakeCached(
     // lease is ordered after it by its stream). Ready: nothing to keep.
     SplitLocked(block, request.lease_bytes, /*rest_takes_events=*/true);
     ++stats_.hits;
+    NoteCrossing(block, request);
     LeaseLocked(block, request);
     return block;
   }
@@ -136,6 +138,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
                 /*rest_takes_events=*/waited);
     ++stats_.hits;
     if (waited) ++stats_.cross_stream_waits;
+    NoteCrossing(chosen, request);
     LeaseLocked(chosen, request);
   }
   return chosen;

@@ -112,14 +112,9 @@ class alignas(kCacheLine) AllocationShard {
   // oldest pending blocks that fit moved to `candidates` (empty on entry)
   // for the caller to check (with none, the best block usable at once is
   // taken).
-  // With `unfenced` given (deferred fences), a request its lane does not
-  // serve first takes out every parked block whose fence is deferred, back in
-  // use (as Unpark), and returns nullptr with no candidate: the caller fences
-  // them and asks again, so that the search sees every cached block.
   AllocationBlock* TakeCached(const LeaseRequest& request, int pending_checks,
                               uint64_t generation, BlockVector* candidates,
-                              BlockVector* stale,
-                              BlockVector* unfenced = nullptr);
+                              BlockVector* stale);
   // Settles checked candidates: leases `chosen` (a hit; `waited`: made safe
   // by a stream wait, so a split remainder keeps its events; else they
   // completed) unless its generation is gone, puts `keep` back as the
@@ -172,9 +167,16 @@ class alignas(kCacheLine) AllocationShard {
   // its release).
   bool Park(AllocationBlock* block, uint64_t generation,
             AllocationBlock** to_poll = nullptr);
-  // Takes out the parked blocks of `stream` (all with nullopt) to be fenced:
-  // back in use for the caller to release as leases that ended.
-  void Unpark(std::optional<NativeStream> stream, BlockVector* out);
+  // The block parked on `request.stream` for its lease size, leased (a hit);
+  // nullptr when there is none. Stale blocks go to `stale` (as TakeCached);
+  // `deferred_left` tells whether a parked block's fence is still deferred.
+  AllocationBlock* TakeParked(const LeaseRequest& request, uint64_t generation,
+                              BlockVector* stale, bool* deferred_left);
+  // Takes out the parked blocks of `stream` (all with nullopt; only those
+  // whose fence is deferred with `deferred_only`) to be fenced: back in use
+  // for the caller to release as leases that ended.
+  void Unpark(std::optional<NativeStream> stream, bool deferred_only,
+              BlockVector* out);
   // Whether blocks may be parked; read without the lock (a hint: a block
   // parked meanwhile is fenced by a later call).
   bool MayHaveParked() const {
@@ -327,8 +329,6 @@ class alignas(kCacheLine) AllocationShard {
   void LeaseLocked(AllocationBlock* block, const LeaseRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     block->requested = request.bytes;
-    block->fence_at_release =
-        block->stream != nullptr && block->stream != request.stream;
     block->stream = request.stream;
     block->uses.clear();
     if (request.stream != nullptr) block->uses.push_back(request.stream);
@@ -348,6 +348,14 @@ class alignas(kCacheLine) AllocationShard {
     AddInUseLocked(block);
     stats_.peak_bytes_in_use =
         std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  }
+  // Whether leasing `block` for `request` takes it to another stream than
+  // its previous lease's (AllocationBlock::fence_at_release): so on every
+  // path but its own lane (TakeParkedLocked clears it).
+  static void NoteCrossing(AllocationBlock* block,
+                           const LeaseRequest& request) {
+    block->fence_at_release =
+        block->stream != nullptr && block->stream != request.stream;
   }
   // A block enters (or leaves) the in-use list and gauges; a lease also
   // raises the peak (LeaseLocked).
@@ -384,14 +392,6 @@ class alignas(kCacheLine) AllocationShard {
   // in the free index: no runtime call. A request no lane serves does so
   // before it searches the index.
   void ListFencedParkedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Unparks every parked block whose fence is deferred (release_stream
-  // unset) into `out`, back in use; false when there is none.
-  bool UnparkUnfencedLocked(BlockVector* out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The blocks of `unparked` from index `first` on, just taken out of the
-  // parked list, leave the cached gauges and are in use again.
-  void BackInUseLocked(const BlockVector& unparked, size_t first)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Parked blocks leave the cached gauges (and the device's cached bytes).
   void UncacheParkedLocked(const AllocationBlock& block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -120,6 +120,7 @@ void AllocationShard::LeaseKept(AllocationBlock* block,
                                 const LeaseRequest& request, bool hit) {
   MutexLock lock(&mu_);
   if (hit) ++stats_.hits;
+  NoteCrossing(block, request);
   LeaseLocked(block, request);
 }
 
@@ -179,33 +180,38 @@ AllocationBlock* AllocationShard::TakeParkedLocked(
   if (block == nullptr) return nullptr;
   UncacheParkedLocked(*block);
   ++stats_.hits;
+  block->fence_at_release = false;  // back on its own stream
   LeaseLocked(block, request);
   return block;
 }
 
+AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
+                                             uint64_t generation,
+                                             BlockVector* stale,
+                                             bool* deferred_left) {
+  MutexLock lock(&mu_);
+  TakeStaleLocked(generation, stale);
+  AllocationBlock* block = TakeParkedLocked(request);
+  *deferred_left = parked_.any_unfenced();
+  return block;
+}
+
 void AllocationShard::Unpark(std::optional<NativeStream> stream,
-                             BlockVector* out) {
+                             bool deferred_only, BlockVector* out) {
   MutexLock lock(&mu_);
   const size_t first = out->size();
-  parked_.TakeAll(stream, out);
-  BackInUseLocked(*out, first);
-}
-
-bool AllocationShard::UnparkUnfencedLocked(BlockVector* out) {
-  const size_t first = out->size();
-  parked_.TakeIf(
-      [](const AllocationBlock& block) {
-        return block.release_stream == nullptr;
-      },
-      out);
-  BackInUseLocked(*out, first);
-  return out->size() > first;
-}
-
-void AllocationShard::BackInUseLocked(const BlockVector& unparked,
-                                      size_t first) {
-  for (size_t i = first; i < unparked.size(); ++i) {
-    AllocationBlock* block = unparked[i];
+  if (deferred_only) {
+    parked_.TakeIf(
+        [stream](const AllocationBlock& block) {
+          return block.release_stream == nullptr &&
+                 (!stream.has_value() || block.uses.front() == *stream);
+        },
+        out);
+  } else {
+    parked_.TakeAll(stream, out);
+  }
+  for (size_t i = first; i < out->size(); ++i) {
+    AllocationBlock* block = (*out)[i];
     UncacheParkedLocked(*block);
     // In use again, as the lease that released it was: the caller releases
     // it (TakeBack), which takes it out of the gauges once more.
