@@ -72,10 +72,6 @@ struct AllocationBlock {
   uint64_t lease_id = 0;
   SourceLocation where;
   int64_t leased_unix_ns = 0;  // 0: not recorded (LeaseRequest)
-  // Leased to another stream than its previous lease's: with deferred
-  // fences, its release records its ready event at once (parked fenced), as
-  // a buffer passed between streams is wanted by the other one next.
-  bool fence_at_release = false;
 
   // --- While cached or retiring ---
   // The single stream all pending events were recorded on (same-stream reuse
@@ -93,6 +89,11 @@ struct AllocationBlock {
   // kept in its place so that the segment never looks whole again: the rest
   // may be reused, but the segment never goes back to the runtime.
   bool leaked_part = false;
+  // Leased to another stream than its previous lease's: with deferred
+  // fences, its release records its ready event at once (parked fenced), as
+  // a buffer passed between streams is wanted by the other one next. (Here,
+  // beside the other flags, it takes no room of its own.)
+  bool fence_at_release = false;
   // While listed pending on one stream: that stream's lists in the free
   // index (opaque here), so that unlisting needs no second lookup.
   void* stream_lists = nullptr;
