@@ -35,8 +35,7 @@ void ParkedBlocks::TakeAll(std::optional<NativeStream> stream,
     if (stream.has_value() && lane.stream != *stream) continue;
     while (AllocationBlock* block = lane.blocks.PopFront()) {
       out->push_back(block);
-      --count_;
-      if (block->release_stream == nullptr) --unfenced_;
+      CountOut(*block);
     }
   }
 }
@@ -48,7 +47,7 @@ void ParkedBlocks::TakeFenced(BlockVector* out) {
       if (block->release_stream != nullptr) {
         lane.blocks.Remove(block);
         out->push_back(block);
-        --count_;
+        CountOut(*block);
       }
       block = next;
     }
@@ -63,8 +62,7 @@ void ParkedBlocks::TakeIf(
       if (leaves(*block)) {
         lane.blocks.Remove(block);
         out->push_back(block);
-        --count_;
-        if (block->release_stream == nullptr) --unfenced_;
+        CountOut(*block);
       }
       block = next;
     }

@@ -77,6 +77,16 @@ class ParkedBlocks {
   // steady loop asks again for what it just released.
   static constexpr int kScan = 4;
 
+  // The counts below, for a block parked or taken out.
+  void CountIn(const AllocationBlock& block) {
+    ++count_;
+    if (block.release_stream == nullptr) ++unfenced_;
+  }
+  void CountOut(const AllocationBlock& block) {
+    --count_;
+    if (block.release_stream == nullptr) --unfenced_;
+  }
+
   // Few streams at a time: a linear search beats a hash.
   absl::InlinedVector<Lane, 4> lanes_;
   size_t count_ = 0;     // blocks parked, over every lane
@@ -97,8 +107,7 @@ inline void ParkedBlocks::Add(AllocationBlock* block) {
   Lane* lane = Find(stream);
   if (lane == nullptr) lane = NewLane(stream);
   lane->blocks.PushFront(block);
-  ++count_;
-  if (block->release_stream == nullptr) ++unfenced_;
+  CountIn(*block);
 }
 
 inline AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
@@ -110,8 +119,7 @@ inline AllocationBlock* ParkedBlocks::Take(NativeStream stream, size_t bytes) {
        block = PrimaryList::Next(block), ++seen) {
     if (block->size != bytes) continue;
     lane->blocks.Remove(block);
-    --count_;
-    if (block->release_stream == nullptr) --unfenced_;
+    CountOut(*block);
     return block;
   }
   return nullptr;
@@ -128,7 +136,7 @@ inline AllocationBlock* ParkedBlocks::TakeSoleFencedElsewhere(
       return nullptr;
     }
     lane.blocks.Remove(block);
-    --count_;
+    CountOut(*block);
     return block;
   }
   return nullptr;
