@@ -21,6 +21,25 @@ AllocationCacheOptions Deferred() {
   return options;
 }
 
+// `block`, released with work still running (`sim` has it), must not go to
+// a request on `stream` while that work runs (a second segment then); once
+// it completed, the next request there gets it, with no new segment.
+void ExpectGivenOnlyOnceItsWorkCompleted(SimBackend& sim,
+                                         AllocationCache& cache,
+                                         NativeStream stream, void* block) {
+  absl::StatusOr<PooledAllocation> early =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
+  ASSERT_THAT(early, IsOk());
+  EXPECT_NE(early->data(), block);
+  EXPECT_EQ(cache.GetStats(0).runtime_allocations, 2);
+  sim.CompleteAllWork();
+  absl::StatusOr<PooledAllocation> later =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, stream);
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->data(), block);
+  EXPECT_EQ(cache.GetStats(0).runtime_allocations, 2);
+}
+
 TEST_F(AllocationCacheSimTest, DeferredSameStreamCycleMakesNoRuntimeCall) {
   auto cache = NewCache(Deferred());
   NativeStream a = NewStream();
@@ -53,19 +72,9 @@ TEST_F(AllocationCacheSimTest, DeferredBlockGoesToAnotherStreamOnlyFenced) {
   void* block = AllocateAndRelease(*cache, a, absl::InfiniteDuration());
   ASSERT_NE(block, nullptr);
   // B's request fences A's parked block (an event recorded on A, behind the
-  // running work) and must not get it while that work runs.
-  absl::StatusOr<PooledAllocation> on_b =
-      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
-  ASSERT_THAT(on_b, IsOk());
-  EXPECT_NE(on_b->data(), block);
-  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
-  // Once A's work completed, the fenced block may go to B.
-  sim_.CompleteAllWork();
-  absl::StatusOr<PooledAllocation> later =
-      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
-  ASSERT_THAT(later, IsOk());
-  EXPECT_EQ(later->data(), block);
-  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  // running work) and must not get it while that work runs; once A's work
+  // completed, the fenced block may go to B.
+  ExpectGivenOnlyOnceItsWorkCompleted(sim_, *cache, b, block);
 }
 
 // A buffer passed between two streams: after its first crossing, each
@@ -109,16 +118,7 @@ TEST_F(AllocationCacheSimTest, DeferredBufferFencedAtReleaseWaitsForItsWork) {
   NativeStream b = NewStream();
   void* block = AllocateAndRelease(*cache, a);
   ASSERT_EQ(AllocateAndRelease(*cache, b, absl::InfiniteDuration()), block);
-  absl::StatusOr<PooledAllocation> on_a =
-      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-  ASSERT_THAT(on_a, IsOk());
-  EXPECT_NE(on_a->data(), block);
-  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
-  sim_.CompleteAllWork();
-  absl::StatusOr<PooledAllocation> later =
-      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
-  ASSERT_THAT(later, IsOk());
-  EXPECT_EQ(later->data(), block);
+  ExpectGivenOnlyOnceItsWorkCompleted(sim_, *cache, a, block);
 }
 
 // Back on the stream that released it, the buffer's fence is deferred again:
