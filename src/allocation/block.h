@@ -94,6 +94,11 @@ struct AllocationBlock {
   // a buffer passed between streams is wanted by the other one next. (Here,
   // beside the other flags, it takes no room of its own.)
   bool fence_at_release = false;
+  // A whole segment when it entered use (AllocationShard::AddInUseLocked):
+  // what AllocationShard::Stash reads without the lock. A leased block
+  // stays what it was (only free blocks are split or merged), but its
+  // neighbours' links may change under the lock meanwhile.
+  bool whole_in_use = false;
   // While listed pending on one stream: that stream's lists in the free
   // index (opaque here), so that unlisting needs no second lookup.
   void* stream_lists = nullptr;

@@ -423,8 +423,11 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
 
 bool AllocationCacheCore::ParkIn(AllocationShard& shard,
                                  AllocationBlock* block) {
+  const uint64_t block_generation = generation(block->device);
+  // The release slot first: the lock is taken by whoever comes next.
+  if (shard.Stash(block, block_generation)) return true;
   AllocationBlock* to_poll = nullptr;
-  if (!shard.Park(block, generation(block->device), &to_poll)) return false;
+  if (!shard.Park(block, block_generation, &to_poll)) return false;
   if (to_poll != nullptr) CheckRetiring(shard, to_poll);
   return true;
 }

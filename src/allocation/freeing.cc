@@ -36,6 +36,10 @@ absl::Status AllocationCacheCore::Trim(int device, size_t keep_bytes) {
       router != nullptr && router->HasCollectable()) {
     router->Collect();
   }
+  // The device's cached bytes count what the release slots hold.
+  for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
+    Shard(device, kind).SettleSlot();
+  }
   absl::Status first;
   for (MemoryKind kind : {MemoryKind::kDevice, MemoryKind::kPinnedHost}) {
     const size_t cached = device_cached_bytes_[device].value.load();

@@ -43,7 +43,9 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
                                              BlockVector* candidates,
                                              BlockVector* stale) {
   MutexLock lock(&mu_);
+  AllocationBlock* slot_hit = TakeSlotLocked(request, generation);
   TakeStaleLocked(generation, stale);
+  if (slot_hit != nullptr) return slot_hit;
   if (!parked_.empty()) {
     // The request's lane first (parked.h), then what is fenced there goes
     // into the index, so that the search below sees every cached block.
@@ -123,7 +125,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
     AllocationBlock* chosen, bool waited, const BlockVector& keep,
     const BlockVector& dropped, const BlockVector& leaked,
     const LeaseRequest& request, uint64_t generation, BlockVector* garbage) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   // The usual cross-stream hit has one candidate, complete (or waited on):
   // nothing else to settle.
   if (!keep.empty() || !dropped.empty() || !leaked.empty() ||
@@ -147,7 +149,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
 void AllocationShard::LeaseNew(AllocationBlock* block,
                                const LeaseRequest& request,
                                CacheCounter tally) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   ++(tally == CacheCounter::kUncached ? stats_.uncached_allocations
                                       : stats_.misses);
   LeaseLocked(block, request);
@@ -159,7 +161,7 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
                                                        BlockState state,
                                                        uint64_t generation) {
   AfterReturn taken;
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   RemoveInUseLocked(block);
   const bool keep = state == BlockState::kIdle || state == BlockState::kPending;
   if (keep && closed_) {
@@ -292,12 +294,14 @@ void AllocationShard::TakeAllCachedLocked(BlockVector* out) {  // no merging
 
 void AllocationShard::AddRetiringLocked(AllocationBlock* block) {
   retiring_.PushBack(block);
+  NoteRetiringLocked();
   ++stats_.blocks_retiring;
   stats_.bytes_retiring += static_cast<int64_t>(block->size);
 }
 
 AllocationBlock* AllocationShard::TakeOldestRetiringLocked() {
   AllocationBlock* block = retiring_.PopFront();
+  NoteRetiringLocked();
   if (block != nullptr) {
     --stats_.blocks_retiring;
     stats_.bytes_retiring -= static_cast<int64_t>(block->size);
@@ -312,13 +316,14 @@ void AllocationShard::TakeAllRetiringLocked(BlockVector* out) {
 }
 
 AllocationBlock* AllocationShard::TakeOldestRetiring() {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   return TakeOldestRetiringLocked();
 }
 
 void AllocationShard::RestoreRetiring(AllocationBlock* block) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   retiring_.PushFront(block);
+  NoteRetiringLocked();
   ++stats_.blocks_retiring;
   stats_.bytes_retiring += static_cast<int64_t>(block->size);
 }
@@ -329,7 +334,7 @@ void AllocationShard::TakeForRelease(size_t bytes, bool with_retiring,
                                      bool best_match, size_t smaller_than,
                                      uint64_t generation, BlockVector* out,
                                      BlockVector* stale) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   TakeStaleLocked(generation, stale);
   if (bytes > 0) TakeCachedLocked(bytes, best_match, smaller_than, out);
   if (!with_retiring) return;  // else Trim or the OOM chain: spares go too
@@ -340,7 +345,7 @@ void AllocationShard::TakeForRelease(size_t bytes, bool with_retiring,
 }
 
 AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   if (IsWholeSegment(block)) return block;
   block->events.clear();  // idle: the caller proved its events complete
   block->release_stream = nullptr;
@@ -348,7 +353,7 @@ AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
 }
 
 void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   if (LeaveLocked(block, how)) ledger_.Retire(how);
 }
 
@@ -356,7 +361,10 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
                                      BlockVector* blocks,
                                      std::vector<void*>* stable,
                                      SpareEvents* spares, BlockVector* stale) {
-  MutexLock lock(&mu_);
+  // Before the lock (whose settling empties the slot): a Stash that comes
+  // later sees it and takes its block back (Stash).
+  if (close) slot_closed_.store(true);
+  SettledLock lock(this);
   if (close) closed_ = true;
   TakeStaleLocked(generation, stale);
   const size_t first_block = blocks->size();
@@ -380,13 +388,12 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
 }
 
 void AllocationShard::TakeStale(uint64_t generation, BlockVector* stale) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   TakeStaleLocked(generation, stale);
 }
 
-void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
-  // Generations only grow: a late caller never drops a newer one's blocks.
-  if (generation <= seen_generation_) return;
+void AllocationShard::TakeStaleSlowLocked(uint64_t generation,
+                                          BlockVector* out) {
   seen_generation_ = generation;
   // Stashed events may be the dead generation's: out, uncounted (not blocks).
   if (AllocationBlock* carrier = CarryOut(&spare_events_, &records_)) {
@@ -405,6 +412,7 @@ void AllocationShard::TakeStaleLocked(uint64_t generation, BlockVector* out) {
     AllocationBlock* next = PrimaryList::Next(block);
     if (block->generation != generation) {
       retiring_.Remove(block);
+      NoteRetiringLocked();
       --stats_.blocks_retiring;
       stats_.bytes_retiring -= static_cast<int64_t>(block->size);
       out->push_back(block);
@@ -431,17 +439,17 @@ void AllocationShard::Count(CacheCounter tally) {
       &AllocationCacheStats::uncached_allocations,
       &AllocationCacheStats::oom_retries,
       &AllocationCacheStats::failed_allocations};
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   ++(stats_.*kCounters[static_cast<int>(tally)]);
 }
 
 void AllocationShard::Admit() {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   ledger_.Admit();
 }
 
 void AllocationShard::Retire(RetireReason how, int64_t count) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   ledger_.Retire(how, count);
 }
 

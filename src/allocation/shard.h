@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -177,11 +178,29 @@ class alignas(kCacheLine) AllocationShard {
   // for the caller to release as leases that ended.
   void Unpark(std::optional<NativeStream> stream, bool deferred_only,
               BlockVector* out);
-  // Whether blocks may be parked; read without the lock (a hint: a block
-  // parked meanwhile is fenced by a later call).
+  // Whether blocks may be parked (or wait in the release slot); read
+  // without the lock (a hint: a block parked meanwhile is fenced by a later
+  // call).
   bool MayHaveParked() const {
-    return any_parked_.load(std::memory_order_relaxed);
+    return any_parked_.load(std::memory_order_relaxed) ||
+           slot_.load(std::memory_order_relaxed) != nullptr;
   }
+
+  // --- The release slot -----------------------------------------------------
+  // A block released onto its lane (as Park: a whole segment, of
+  // `generation`) may be left in the shard's one slot instead, without the
+  // lock. What Park does under the lock (out of use, counted as cached, onto
+  // its lane) is then done by the next holder of the lock, unless that is a
+  // request of the block's stream and lease size: it takes the block back
+  // with only a lease's own bookkeeping (TakeParked, TakeCached). Every
+  // other method settles the slot when it takes the lock (SettledLock), so
+  // what it sees, counts or takes is as if Park had run at the release; so
+  // does SettleSlot, for a caller that reads the device's cached bytes.
+  // False, nothing changed, when the slot holds a block, a retiring block
+  // waits for a release to check it (Park's `to_poll`), the cap has no room,
+  // or the shard closed.
+  bool Stash(AllocationBlock* block, uint64_t generation);
+  void SettleSlot();
 
   // --- Freeing --------------------------------------------------------------
   // Takes wholly free segments until at least `bytes` were taken, plus every
@@ -324,20 +343,17 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* TakeOldestRetiringLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // any_retiring_ after a change of retiring_.
+  void NoteRetiringLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    any_retiring_.store(!retiring_.empty(), std::memory_order_relaxed);
+  }
   void TakeAllRetiringLocked(BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaseLocked(AllocationBlock* block, const LeaseRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    block->requested = request.bytes;
-    block->stream = request.stream;
     block->uses.clear();
     if (request.stream != nullptr) block->uses.push_back(request.stream);
-    block->release_stream = nullptr;
-    block->lease_id = lease_ids_.Next();
-    block->where = request.where;
-    block->leased_unix_ns = request.leased_unix_ns;
-    block->leased_at = ++lease_count_;
-    LendSpare(block, &spare_events_);
+    StampLeaseLocked(block, request);
     // Spares of a merge join the lease's: its release re-records them.
     if (!block->spare_events.empty()) {
       for (PooledEvent& event : block->spare_events) {
@@ -348,6 +364,19 @@ class alignas(kCacheLine) AllocationShard {
     AddInUseLocked(block);
     stats_.peak_bytes_in_use =
         std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  }
+  // The lease's own fields, which every lease sets (LeaseLocked, and a
+  // block taken back from the release slot, in use throughout).
+  void StampLeaseLocked(AllocationBlock* block, const LeaseRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    block->requested = request.bytes;
+    block->stream = request.stream;
+    block->release_stream = nullptr;
+    block->lease_id = lease_ids_.Next();
+    block->where = request.where;
+    block->leased_unix_ns = request.leased_unix_ns;
+    block->leased_at = ++lease_count_;
+    LendSpare(block, &spare_events_);
   }
   // Whether leasing `block` for `request` takes it to another stream than
   // its previous lease's (AllocationBlock::fence_at_release): so on every
@@ -362,6 +391,7 @@ class alignas(kCacheLine) AllocationShard {
   void AddInUseLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     in_use_.PushFront(block);
+    block->whole_in_use = IsWholeSegment(block);
     ++stats_.allocations_in_use;
     stats_.bytes_in_use += static_cast<int64_t>(block->size);
     stats_.bytes_rounded += static_cast<int64_t>(block->size);
@@ -375,7 +405,13 @@ class alignas(kCacheLine) AllocationShard {
     stats_.bytes_rounded -= static_cast<int64_t>(block->size);
     stats_.bytes_requested -= static_cast<int64_t>(block->requested);
   }
+  // Takes out what is older than `generation` once per generation.
+  // Generations only grow: a late caller never drops a newer one's blocks.
   void TakeStaleLocked(uint64_t generation, BlockVector* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (generation > seen_generation_) TakeStaleSlowLocked(generation, out);
+  }
+  void TakeStaleSlowLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unlinks `block` (going, `how`) from its segment (segment.h,
   // LeaveSegment): true when the segment departs with it.
@@ -388,6 +424,42 @@ class alignas(kCacheLine) AllocationShard {
   // hit); nullptr when there is none.
   AllocationBlock* TakeParkedLocked(const LeaseRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot's block (Stash) leased to `request` when it is of the
+  // request's stream, lease size and `generation` (a hit, as a lane's);
+  // else it is parked (SettleSlotLocked) and nullptr returned. Called before
+  // TakeStaleLocked, as every settling is: a stale block is parked before
+  // its generation's drop, which takes it.
+  AllocationBlock* TakeSlotLocked(const LeaseRequest& request,
+                                  uint64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What Park would have done at the slot's block's release.
+  void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ParkFromSlotLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether Stash reserves a block's bytes against the cap (a capped cache;
+  // uncapped, the count at settling cannot fail).
+  bool SlotReserves() const {
+    return max_cached_bytes_ != std::numeric_limits<size_t>::max();
+  }
+  // The shard's lock, taken with the release slot settled: what every
+  // method holds but the two that may take the slot's block back. Settling
+  // in a const method too: it completes a release's bookkeeping, which
+  // changes nothing a reader could tell from Park having run at the release.
+  class ABSL_SCOPED_LOCKABLE SettledLock {
+   public:
+    explicit SettledLock(const AllocationShard* shard)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(shard->mu_)
+        : shard_(const_cast<AllocationShard*>(shard)) {
+      shard_->mu_.Lock();
+      shard_->SettleSlotLocked();
+    }
+    SettledLock(const SettledLock&) = delete;
+    SettledLock& operator=(const SettledLock&) = delete;
+    ~SettledLock() ABSL_UNLOCK_FUNCTION() { shard_->mu_.Unlock(); }
+
+   private:
+    AllocationShard* const shard_;
+  };
   // Lists every parked block whose fence is recorded (release_stream set)
   // in the free index: no runtime call. A request no lane serves does so
   // before it searches the index.
@@ -436,6 +508,14 @@ class alignas(kCacheLine) AllocationShard {
   ParkedBlocks parked_ ABSL_GUARDED_BY(mu_);
   // !parked_.empty(), for MayHaveParked.
   std::atomic<bool> any_parked_{false};
+  // The release slot (Stash): a released block whose Park is still to be
+  // done, or nullptr.
+  std::atomic<AllocationBlock*> slot_{nullptr};
+  // !retiring_.empty(), for Stash.
+  std::atomic<bool> any_retiring_{false};
+  // Set (before closed_) when the shard closes: a block stashed after the
+  // close's settling is taken back by its Stash.
+  std::atomic<bool> slot_closed_{false};
   // Set when the cache is destroyed: later releases leak.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters

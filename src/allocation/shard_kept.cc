@@ -31,7 +31,7 @@ AllocationShard::StableClaim AllocationShard::ClaimStable(
     absl::string_view name, size_t bytes, uint64_t generation,
     BlockVector* stale) {
   StableClaim claim;
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   StableBuffer* buffer = StableEntryLocked(name);
   TakeStaleLocked(generation, stale);
   if (buffer->ptr != nullptr && bytes <= buffer->capacity) {
@@ -45,7 +45,7 @@ AllocationShard::StableClaim AllocationShard::ClaimStable(
 
 void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
                                     size_t capacity, uint64_t generation) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   buffer->busy = false;
   // TakeStaleLocked skipped the entry while it was busy: a buffer of a
   // generation that died meanwhile is dropped here.
@@ -67,7 +67,7 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
 
 void* AllocationShard::TakeStable(absl::string_view name, uint64_t generation,
                                   BlockVector* stale) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   StableBuffer* buffer = StableEntryLocked(name);
   TakeStaleLocked(generation, stale);
   return TakeStableLocked(buffer);
@@ -88,7 +88,7 @@ void AllocationShard::ForEachBlock(
     absl::FunctionRef<void(const AllocationBlock&, BlockUse)> visit,
     absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)
     const {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   for (const AllocationBlock* block = in_use_.front(); block != nullptr;
        block = PrimaryList::Next(block)) {
     visit(*block, BlockUse::kLeased);
@@ -118,21 +118,21 @@ void AllocationShard::ForEachBlock(
 
 void AllocationShard::LeaseKept(AllocationBlock* block,
                                 const LeaseRequest& request, bool hit) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   if (hit) ++stats_.hits;
   NoteCrossing(block, request);
   LeaseLocked(block, request);
 }
 
 void AllocationShard::Reinstate(AllocationBlock* block) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   block->requested = 0;
   block->lease_id = 0;
   AddInUseLocked(block);
 }
 
 void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   RemoveInUseLocked(block);
 }
 
@@ -140,7 +140,7 @@ void AllocationShard::TakeOutOfUse(AllocationBlock* block) {
 
 bool AllocationShard::Park(AllocationBlock* block, uint64_t generation,
                            AllocationBlock** to_poll) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   // From a release (to_poll given), only a whole segment: a part goes to
   // the free index, to merge with its free neighbours at its release. A
   // block fenced later (FenceParked) may be parked again whatever it is.
@@ -190,15 +190,110 @@ AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
                                              BlockVector* stale,
                                              bool* deferred_left) {
   MutexLock lock(&mu_);
+  AllocationBlock* block = TakeSlotLocked(request, generation);
   TakeStaleLocked(generation, stale);
-  AllocationBlock* block = TakeParkedLocked(request);
+  if (block == nullptr) block = TakeParkedLocked(request);
   *deferred_left = parked_.any_unfenced();
+  return block;
+}
+
+// --- The release slot --------------------------------------------------------
+
+bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
+  if (!block->whole_in_use || block->generation != generation ||
+      any_retiring_.load(std::memory_order_relaxed) ||
+      slot_.load(std::memory_order_relaxed) != nullptr) {
+    return false;
+  }
+  // Capped, its bytes count against the cap from now, as Park's would.
+  const bool reserve = SlotReserves();
+  auto unreserve = [&] {
+    if (reserve) {
+      device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
+    }
+  };
+  if (reserve) {
+    size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
+    do {
+      if (block->size > max_cached_bytes_ ||
+          cached > max_cached_bytes_ - block->size) {
+        return false;
+      }
+    } while (!device_cached_bytes_->compare_exchange_weak(
+        cached, cached + block->size, std::memory_order_relaxed));
+  }
+  AllocationBlock* empty = nullptr;
+  if (!slot_.compare_exchange_strong(empty, block)) {
+    unreserve();
+    return false;
+  }
+  // A close that settled the slot before this block came (TakeEverything
+  // sets slot_closed_ first): taken back, for Park to refuse. Else the
+  // close's settling took it, or will.
+  if (slot_closed_.load()) {
+    AllocationBlock* mine = block;
+    if (slot_.compare_exchange_strong(mine, nullptr)) {
+      unreserve();
+      return false;
+    }
+  }
+  return true;
+}
+
+void AllocationShard::SettleSlot() { SettledLock lock(this); }
+
+void AllocationShard::SettleSlotLocked() {
+  // Nothing more once closed: a block stashed since is taken back (Stash).
+  // A load first: an empty slot (most locks) costs no atomic exchange.
+  if (closed_ || slot_.load(std::memory_order_relaxed) == nullptr) return;
+  AllocationBlock* block = slot_.exchange(nullptr, std::memory_order_acquire);
+  if (block != nullptr) ParkFromSlotLocked(block);
+}
+
+void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
+  // Counted as Park counts it; Stash reserved a capped cache's bytes, and
+  // an uncapped count cannot fail.
+  ++stats_.blocks_cached;
+  stats_.bytes_cached += static_cast<int64_t>(block->size);
+  if (!SlotReserves()) {
+    device_cached_bytes_->fetch_add(block->size, std::memory_order_relaxed);
+  }
+  RemoveInUseLocked(block);
+  parked_.Add(block);
+  any_parked_.store(true, std::memory_order_relaxed);
+}
+
+AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
+                                                 uint64_t generation) {
+  if (closed_ || slot_.load(std::memory_order_relaxed) == nullptr) {
+    return nullptr;
+  }
+  AllocationBlock* block = slot_.exchange(nullptr, std::memory_order_acquire);
+  if (block == nullptr) return nullptr;
+  if (block->uses.front() != request.stream ||
+      block->size != request.lease_bytes || block->generation != generation) {
+    ParkFromSlotLocked(block);
+    return nullptr;
+  }
+  // Park and TakeParkedLocked, less what cancels out: never counted as
+  // cached, in use throughout (on its one stream, so its uses stay; merged
+  // with nothing, so it has no spare events), the newest lease first.
+  if (SlotReserves()) {
+    device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
+  }
+  ++stats_.hits;
+  block->fence_at_release = false;  // back on its own stream
+  stats_.bytes_requested -= static_cast<int64_t>(block->requested);
+  StampLeaseLocked(block, request);
+  stats_.bytes_requested += static_cast<int64_t>(block->requested);
+  in_use_.Remove(block);
+  in_use_.PushFront(block);
   return block;
 }
 
 void AllocationShard::Unpark(std::optional<NativeStream> stream,
                              bool deferred_only, BlockVector* out) {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   const size_t first = out->size();
   if (deferred_only) {
     parked_.TakeIf(
@@ -251,7 +346,7 @@ void AllocationShard::LeakParkedLocked(BlockVector* out) {
 // --- Listings ----------------------------------------------------------------
 
 AllocationCacheStats AllocationShard::Stats() const {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   AllocationCacheStats stats = stats_;
   stats.runtime_allocations = ledger_.admitted();
   stats.runtime_frees = ledger_.departed(RetireReason::kDestroyed);
@@ -262,7 +357,7 @@ AllocationCacheStats AllocationShard::Stats() const {
 
 void AllocationShard::AppendOutstanding(
     std::vector<OutstandingLease>* out) const {
-  MutexLock lock(&mu_);
+  SettledLock lock(this);
   for (const AllocationBlock* block = in_use_.front(); block != nullptr;
        block = PrimaryList::Next(block)) {
     out->push_back(OutstandingLease{

@@ -1,0 +1,271 @@
+// The release slot on SimBackend: a block released onto its lane waits in
+// its shard's slot, its bookkeeping finished by whoever takes the shard's
+// lock next. Whatever comes next must see what a release that parked it at
+// once would have left: the counters, the leak report, Trim, the cap, a dead
+// generation, another stream, the cache's end, and other threads.
+
+#include <atomic>
+#include <thread>  // NOLINT(build/c++11): test threads
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gpupool/snapshot.h"
+#include "tests/allocation/sim_fixture.h"
+#include "tests/allocation/snapshot_blocks.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::CountBlocks;
+using ::gpupool::testing::IsOk;
+using ::gpupool::testing::SnapshotBlocks;
+using ::testing::HasSubstr;
+
+AllocationCacheOptions Deferred() {
+  AllocationCacheOptions options;
+  options.defer_same_stream_fences = true;
+  return options;
+}
+
+class ReleaseSlotTest : public AllocationCacheSimTest,
+                        public ::testing::WithParamInterface<bool> {
+ protected:
+  AllocationCacheOptions Options() {
+    return GetParam() ? Deferred() : AllocationCacheOptions{};
+  }
+};
+
+TEST_P(ReleaseSlotTest, EveryObserverSeesAReleasedBlockAsCached) {
+  auto cache = NewCache(Options());
+  NativeStream a = NewStream();
+  void* block = AllocateAndRelease(*cache, a);
+  ASSERT_NE(block, nullptr);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_EQ(stats.bytes_in_use, 0);
+  EXPECT_EQ(stats.bytes_requested, 0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  EXPECT_TRUE(cache->GetOutstandingLeases().empty());
+  EXPECT_EQ(
+      CountBlocks(SnapshotBlocks(TakeSnapshot(*cache), 0), BlockUse::kPending),
+      1);
+  EXPECT_EQ(
+      CountBlocks(SnapshotBlocks(TakeSnapshot(*cache), 0), BlockUse::kLeased),
+      0);
+}
+
+TEST_P(ReleaseSlotTest, TrimTheFirstToLookFreesAReleasedBlock) {
+  auto cache = NewCache(Options());
+  NativeStream a = NewStream();
+  // Trim frees what the device has cached beyond what it keeps: the block
+  // counts, though nothing looked at the cache since its release.
+  ASSERT_NE(AllocateAndRelease(*cache, a), nullptr);
+  sim_.CompleteAllWork();
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 1);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.bytes_cached, 0);
+  EXPECT_EQ(stats.runtime_frees, 1);
+}
+
+TEST_P(ReleaseSlotTest, TakenBackOnItsStreamAsTheNewestLease) {
+  auto cache = NewCache(Options());
+  NativeStream a = NewStream();
+  absl::StatusOr<PooledAllocation> first =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(first, IsOk());
+  void* block = first->data();
+  absl::StatusOr<PooledAllocation> older =
+      cache->Allocate(0, 2 * kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(older, IsOk());
+  first->Release();
+  const int64_t calls = sim_.total_calls();
+  absl::StatusOr<PooledAllocation> again =
+      cache->Allocate(0, kMiB - 100, MemoryKind::kDevice, a);
+  const int line = __LINE__ - 1;
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->data(), block);
+  EXPECT_EQ(sim_.total_calls(), calls);  // stream order covers it
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.hits, 1);
+  EXPECT_EQ(stats.misses, 2);
+  EXPECT_EQ(stats.allocations_in_use, 2);
+  EXPECT_EQ(stats.bytes_in_use, static_cast<int64_t>(3 * kMiB));
+  EXPECT_EQ(stats.bytes_requested, static_cast<int64_t>(3 * kMiB - 100));
+  EXPECT_EQ(stats.blocks_cached, 0);
+  // The leak report lists the newest lease first, with its own request,
+  // lease id and call site.
+  std::vector<OutstandingLease> leases = cache->GetOutstandingLeases();
+  ASSERT_EQ(leases.size(), 2u);
+  EXPECT_EQ(leases[0].lease_id, again->lease_id());
+  EXPECT_THAT(leases[0].key, HasSubstr(absl::StrCat(kMiB - 100, " bytes")));
+  EXPECT_EQ(static_cast<int>(leases[0].where.line()), line);
+  EXPECT_EQ(leases[1].lease_id, older->lease_id());
+  EXPECT_THAT(leases[1].key, HasSubstr(absl::StrCat(2 * kMiB, " bytes")));
+}
+
+TEST_P(ReleaseSlotTest, AnotherSizeOrStreamStillFindsTheBlock) {
+  auto cache = NewCache(Options());
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = AllocateAndRelease(*cache, a);
+  ASSERT_NE(block, nullptr);
+  sim_.CompleteAllWork();
+  // Another stream: the block is fenced if it was not, then given once its
+  // event is seen complete; no second segment.
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_EQ(on_b->data(), block);
+  on_b->Release();
+  sim_.CompleteAllWork();
+  // A smaller size on the first stream: the block serves it too.
+  absl::StatusOr<PooledAllocation> small =
+      cache->Allocate(0, kMiB / 2 + 1, MemoryKind::kDevice, a);
+  ASSERT_THAT(small, IsOk());
+  EXPECT_EQ(small->data(), block);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 1);
+  EXPECT_EQ(cache->GetStats(0).hits, 2);
+}
+
+TEST_P(ReleaseSlotTest, CappedCacheReservesTheBlockOnceAndGivesItBack) {
+  auto cache = NewCache([&] {
+    AllocationCacheOptions options = Options();
+    options.max_cached_bytes = kMiB;
+    return options;
+  }());
+  NativeStream a = NewStream();
+  // Twenty cycles of one block: each release fits the cap (the reservation
+  // of the one before was given back by its hit).
+  for (int i = 0; i < 20; ++i)
+    ASSERT_NE(AllocateAndRelease(*cache, a), nullptr);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 1);
+  EXPECT_EQ(stats.hits, 19);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  // Two at once: the second release finds the cap full and is freed once
+  // its work is done (no work here: at once).
+  std::vector<void*> two = AllocateAndReleaseMany(*cache, a, 2);
+  ASSERT_EQ(two.size(), 2u);
+  stats = cache->GetStats(0);
+  EXPECT_EQ(stats.runtime_allocations, 2);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(stats.blocks_retiring + stats.runtime_frees, 1);
+  // Trimmed, the cap is whole again: the next release is cached.
+  sim_.CompleteAllWork();
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  EXPECT_EQ(cache->GetStats(0).bytes_cached, 0);
+  ASSERT_NE(AllocateAndRelease(*cache, a), nullptr);
+  EXPECT_EQ(cache->GetStats(0).bytes_cached, static_cast<int64_t>(kMiB));
+}
+
+TEST_P(ReleaseSlotTest, ABlockOfADeadGenerationIsNeverLeasedAgain) {
+  auto cache = NewCache(Options());
+  NativeStream a = NewStream();
+  ASSERT_NE(AllocateAndRelease(*cache, a), nullptr);
+  // The device is declared dead and recovered (a new generation) while the
+  // block waits; its stream lives on. Its next request on that stream gets
+  // a new segment: the old one is dropped, without a call.
+  health_->Poison(0, absl::InternalError("cudaErrorIllegalAddress"));
+  ASSERT_THAT(health_->Recover(0), IsOk());
+  const int64_t mallocs = sim_.calls(SimOp::kAllocate);
+  const int64_t frees = sim_.calls(SimOp::kFree);
+  absl::StatusOr<PooledAllocation> after =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(sim_.calls(SimOp::kAllocate), mallocs + 1);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), frees);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_dropped, 1);
+  EXPECT_EQ(stats.misses, 2);
+  EXPECT_EQ(stats.hits, 0);
+  after->Release();
+  cache.reset();
+  // The dropped segment is the simulated runtime's to reclaim, with the
+  // events: the event pool goes first.
+  events_.reset();
+  sim_.ResetDevice(0);
+  streams_.clear();  // ResetDevice destroyed them
+}
+
+TEST_P(ReleaseSlotTest, TheCachesEndFreesTheBlock) {
+  {
+    auto cache = NewCache(Options());
+    NativeStream a = NewStream();
+    ASSERT_NE(AllocateAndRelease(*cache, a), nullptr);
+    sim_.CompleteAllWork();
+  }
+  // The cache is gone: its one segment went back to the runtime (TearDown
+  // checks that nothing leaked).
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 1);
+}
+
+TEST_P(ReleaseSlotTest, ThreadsAndObserversAgreeOnTheCounts) {
+  constexpr int kThreads = 3;
+  constexpr int kCycles = 3000;
+  auto cache = NewCache(Options());
+  std::vector<NativeStream> streams;
+  for (int i = 0; i < kThreads; ++i) streams.push_back(NewStream());
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int cycle = 0; cycle < kCycles; ++cycle) {
+        const size_t bytes = (cycle % 7 == 0) ? 2 * kMiB : kMiB;
+        absl::StatusOr<PooledAllocation> allocation =
+            cache->Allocate(0, bytes, MemoryKind::kDevice, streams[i]);
+        if (!allocation.ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  // An observer the whole time: counters, snapshots, leak reports, Trim.
+  // At most one lease per thread is out; under deferred fences a parked
+  // block also counts as in use while its fence is recorded (when another
+  // size is asked for), so the bound there is the blocks the cache has.
+  const bool deferred = GetParam();
+  std::thread observer([&] {
+    while (!done.load()) {
+      AllocationCacheStats stats = cache->GetStats(0);
+      const int64_t bound = deferred ? stats.runtime_allocations : kThreads;
+      if (stats.allocations_in_use < 0 || stats.allocations_in_use > bound ||
+          stats.blocks_cached < 0 || stats.bytes_cached < 0 ||
+          stats.bytes_in_use < 0) {
+        failures.fetch_add(1);
+      }
+      if (static_cast<int64_t>(cache->GetOutstandingLeases().size()) >
+          (deferred ? cache->GetStats(0).runtime_allocations : kThreads)) {
+        failures.fetch_add(1);
+      }
+      TakeSnapshot(*cache);
+      if (!cache->Trim(0, 4 * kMiB).ok()) failures.fetch_add(1);
+    }
+  });
+  for (std::thread& thread : threads) thread.join();
+  done.store(true);
+  observer.join();
+  EXPECT_EQ(failures.load(), 0);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_EQ(stats.bytes_in_use, 0);
+  EXPECT_EQ(stats.bytes_requested, 0);
+  EXPECT_EQ(stats.hits + stats.misses, kThreads * kCycles);
+  EXPECT_TRUE(cache->GetOutstandingLeases().empty());
+  sim_.CompleteAllWork();
+  EXPECT_THAT(cache->Trim(0), IsOk());
+  stats = cache->GetStats(0);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.bytes_cached, 0);
+  EXPECT_EQ(stats.runtime_frees, stats.runtime_allocations);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, ReleaseSlotTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Deferred" : "Fenced";
+                         });
+
+}  // namespace
+}  // namespace gpupool
