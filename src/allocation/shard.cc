@@ -43,9 +43,11 @@ AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
                                              BlockVector* candidates,
                                              BlockVector* stale) {
   MutexLock lock(&mu_);
-  AllocationBlock* slot_hit = TakeSlotLocked(request, generation);
+  AllocationBlock* slot_hit = TakeSlotLocked(
+      request, generation,
+      pending_checks > 0 ? SlotMiss::kCandidate : SlotMiss::kPark, candidates);
   TakeStaleLocked(generation, stale);
-  if (slot_hit != nullptr) return slot_hit;
+  if (slot_hit != nullptr || !candidates->empty()) return slot_hit;
   if (!parked_.empty()) {
     // The request's lane first (parked.h), then what is fenced there goes
     // into the index, so that the search below sees every cached block.

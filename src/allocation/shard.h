@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -170,7 +171,8 @@ class alignas(kCacheLine) AllocationShard {
             AllocationBlock** to_poll = nullptr);
   // The block parked on `request.stream` for its lease size, leased (a hit);
   // nullptr when there is none. Stale blocks go to `stale` (as TakeCached);
-  // `deferred_left` tells whether a parked block's fence is still deferred.
+  // `deferred_left` (set when none is given) tells whether a parked block's
+  // fence is still deferred.
   AllocationBlock* TakeParked(const LeaseRequest& request, uint64_t generation,
                               BlockVector* stale, bool* deferred_left);
   // Takes out the parked blocks of `stream` (all with nullopt; only those
@@ -426,12 +428,39 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot's block (Stash) leased to `request` when it is of the
   // request's stream, lease size and `generation` (a hit, as a lane's);
-  // else it is parked (SettleSlotLocked) and nullptr returned. Called before
-  // TakeStaleLocked, as every settling is: a stale block is parked before
-  // its generation's drop, which takes it.
+  // else nullptr, and the block is, by `miss`:
+  enum class SlotMiss {
+    kPark,       // parked (SettleSlotLocked)
+    kLeave,      // left in the slot when of `generation`, else parked
+    kCandidate,  // put in `candidates` when it is what TakeCached's
+                 // lone-lane shortcut would give (fenced, of another
+                 // stream, of exactly the lease size, nothing else
+                 // cached), out of use; else parked
+  };
+  // Called before TakeStaleLocked, as every settling is: a stale block is
+  // parked before its generation's drop, which takes it.
   AllocationBlock* TakeSlotLocked(const LeaseRequest& request,
-                                  uint64_t generation)
+                                  uint64_t generation, SlotMiss miss,
+                                  BlockVector* candidates = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // TakeSlotLocked's other cases: `block` (in the slot) is not the
+  // request's.
+  AllocationBlock* SlotMissLocked(AllocationBlock* block,
+                                  const LeaseRequest& request,
+                                  uint64_t generation, SlotMiss miss,
+                                  BlockVector* candidates)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties the slot, which held `block` when the caller loaded it: false
+  // when its Stash took it back meanwhile (the shard closing).
+  bool TakeFromSlotLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    AllocationBlock* taken = slot_.exchange(nullptr, std::memory_order_acquire);
+    if (ABSL_PREDICT_TRUE(taken == block)) return true;
+    // Taken back by its closing Stash meanwhile (and another one stashed):
+    // filed as any other.
+    if (taken != nullptr) ParkFromSlotLocked(taken);
+    return false;
+  }
   // What Park would have done at the slot's block's release.
   void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ParkFromSlotLocked(AllocationBlock* block)

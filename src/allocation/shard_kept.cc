@@ -190,10 +190,17 @@ AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
                                              BlockVector* stale,
                                              bool* deferred_left) {
   MutexLock lock(&mu_);
-  AllocationBlock* block = TakeSlotLocked(request, generation);
+  // A slot block the request cannot take back stays there for the request's
+  // next step (TakeCached, or the fence of the deferred blocks, which
+  // settles it first).
+  AllocationBlock* block =
+      TakeSlotLocked(request, generation, SlotMiss::kLeave);
   TakeStaleLocked(generation, stale);
-  if (block == nullptr) block = TakeParkedLocked(request);
-  *deferred_left = parked_.any_unfenced();
+  if (block != nullptr) return block;
+  block = TakeParkedLocked(request);
+  AllocationBlock* in_slot = slot_.load(std::memory_order_acquire);
+  *deferred_left = parked_.any_unfenced() ||
+                   (in_slot != nullptr && in_slot->release_stream == nullptr);
   return block;
 }
 
@@ -264,17 +271,20 @@ void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
 }
 
 AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
-                                                 uint64_t generation) {
-  if (closed_ || slot_.load(std::memory_order_relaxed) == nullptr) {
-    return nullptr;
+                                                 uint64_t generation,
+                                                 SlotMiss miss,
+                                                 BlockVector* candidates) {
+  // Only a holder of the lock empties the slot (a Stash fills an empty one,
+  // or takes its own block back while the shard closes): the block loaded
+  // here is looked at in place, and taken only if it is taken at all.
+  AllocationBlock* block = slot_.load(std::memory_order_acquire);
+  if (block == nullptr || closed_) return nullptr;
+  if (ABSL_PREDICT_FALSE(block->size != request.lease_bytes ||
+                         block->generation != generation ||
+                         block->uses.front() != request.stream)) {
+    return SlotMissLocked(block, request, generation, miss, candidates);
   }
-  AllocationBlock* block = slot_.exchange(nullptr, std::memory_order_acquire);
-  if (block == nullptr) return nullptr;
-  if (block->uses.front() != request.stream ||
-      block->size != request.lease_bytes || block->generation != generation) {
-    ParkFromSlotLocked(block);
-    return nullptr;
-  }
+  if (ABSL_PREDICT_FALSE(!TakeFromSlotLocked(block))) return nullptr;
   // Park and TakeParkedLocked, less what cancels out: never counted as
   // cached, in use throughout (on its one stream, so its uses stay; merged
   // with nothing, so it has no spare events), the newest lease first.
@@ -289,6 +299,32 @@ AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
   in_use_.Remove(block);
   in_use_.PushFront(block);
   return block;
+}
+
+AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
+                                                 const LeaseRequest& request,
+                                                 uint64_t generation,
+                                                 SlotMiss miss,
+                                                 BlockVector* candidates) {
+  const bool current = block->generation == generation;
+  if (current && miss == SlotMiss::kLeave) return nullptr;
+  if (!TakeFromSlotLocked(block)) return nullptr;
+  if (current && miss == SlotMiss::kCandidate &&
+      block->size == request.lease_bytes && block->release_stream != nullptr &&
+      parked_.empty() && index_.empty()) {
+    // Of another stream (else a hit): the lone-lane shortcut (TakeCached)
+    // without the lane, the candidate that parking it and taking it out
+    // again would give.
+    if (SlotReserves()) {
+      device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
+    }
+    RemoveInUseLocked(block);
+    block->listed_at = lease_count_;
+    candidates->push_back(block);
+    return nullptr;
+  }
+  ParkFromSlotLocked(block);
+  return nullptr;
 }
 
 void AllocationShard::Unpark(std::optional<NativeStream> stream,
