@@ -363,9 +363,9 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
                                      BlockVector* blocks,
                                      std::vector<void*>* stable,
                                      SpareEvents* spares, BlockVector* stale) {
-  // Before the lock (whose settling empties the slot): a Stash that comes
-  // later sees it and takes its block back (Stash).
-  if (close) slot_closed_.store(true);
+  // Before the lock (whose settling empties the slot): a later Stash takes
+  // its block back (ReleaseSlot).
+  if (close) slot_.Close();
   SettledLock lock(this);
   if (close) closed_ = true;
   TakeStaleLocked(generation, stale);

@@ -36,7 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/optimization.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -51,6 +50,7 @@
 #include "src/allocation/block.h"
 #include "src/allocation/free_index.h"
 #include "src/allocation/parked.h"
+#include "src/allocation/release_slot.h"
 #include "src/allocation/segment.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/handle_ledger.h"
@@ -184,23 +184,19 @@ class alignas(kCacheLine) AllocationShard {
   // without the lock (a hint: a block parked meanwhile is fenced by a later
   // call).
   bool MayHaveParked() const {
-    return any_parked_.load(std::memory_order_relaxed) ||
-           slot_.load(std::memory_order_relaxed) != nullptr;
+    return any_parked_.load(std::memory_order_relaxed) || slot_.occupied();
   }
 
-  // --- The release slot -----------------------------------------------------
+  // --- The release slot (release_slot.h) -----------------------------------
   // A block released onto its lane (as Park: a whole segment, of
-  // `generation`) may be left in the shard's one slot instead, without the
-  // lock. What Park does under the lock (out of use, counted as cached, onto
-  // its lane) is then done by the next holder of the lock, unless that is a
-  // request of the block's stream and lease size: it takes the block back
-  // with only a lease's own bookkeeping (TakeParked, TakeCached). Every
-  // other method settles the slot when it takes the lock (SettledLock), so
-  // what it sees, counts or takes is as if Park had run at the release; so
-  // does SettleSlot, for a caller that reads the device's cached bytes.
-  // False, nothing changed, when the slot holds a block, a retiring block
-  // waits for a release to check it (Park's `to_poll`), the cap has no room,
-  // or the shard closed.
+  // `generation`) is left in the slot without the lock; the next holder of
+  // the lock parks it, or, as a request of its stream and lease size, takes
+  // it back with a lease's own bookkeeping (TakeParked, TakeCached). Every
+  // other method settles the slot as it locks (SettledLock), as SettleSlot
+  // does for a caller that reads the device's cached bytes: what they see
+  // is as if Park had run at the release. False, nothing changed, when the
+  // slot is full or closed, a retiring block waits for a release to check it
+  // (Park's `to_poll`), or the cap has no room.
   bool Stash(AllocationBlock* block, uint64_t generation);
   void SettleSlot();
 
@@ -431,7 +427,8 @@ class alignas(kCacheLine) AllocationShard {
   // else nullptr, and the block is, by `miss`:
   enum class SlotMiss {
     kPark,       // parked (SettleSlotLocked)
-    kLeave,      // left in the slot when of `generation`, else parked
+    kLeave,      // back in the slot when of `generation` (parked if a
+                 // release filled it meanwhile), else parked
     kCandidate,  // put in `candidates` when it is what TakeCached's
                  // lone-lane shortcut would give (fenced, of another
                  // stream, of exactly the lease size, nothing else
@@ -450,17 +447,6 @@ class alignas(kCacheLine) AllocationShard {
                                   uint64_t generation, SlotMiss miss,
                                   BlockVector* candidates)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Empties the slot, which held `block` when the caller loaded it: false
-  // when its Stash took it back meanwhile (the shard closing).
-  bool TakeFromSlotLocked(AllocationBlock* block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    AllocationBlock* taken = slot_.exchange(nullptr, std::memory_order_acquire);
-    if (ABSL_PREDICT_TRUE(taken == block)) return true;
-    // Taken back by its closing Stash meanwhile (and another one stashed):
-    // filed as any other.
-    if (taken != nullptr) ParkFromSlotLocked(taken);
-    return false;
-  }
   // What Park would have done at the slot's block's release.
   void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ParkFromSlotLocked(AllocationBlock* block)
@@ -537,14 +523,10 @@ class alignas(kCacheLine) AllocationShard {
   ParkedBlocks parked_ ABSL_GUARDED_BY(mu_);
   // !parked_.empty(), for MayHaveParked.
   std::atomic<bool> any_parked_{false};
-  // The release slot (Stash): a released block whose Park is still to be
-  // done, or nullptr.
-  std::atomic<AllocationBlock*> slot_{nullptr};
+  // A released block whose Park is still to be done (Stash).
+  ReleaseSlot slot_;
   // !retiring_.empty(), for Stash.
   std::atomic<bool> any_retiring_{false};
-  // Set (before closed_) when the shard closes: a block stashed after the
-  // close's settling is taken back by its Stash.
-  std::atomic<bool> slot_closed_{false};
   // Set when the cache is destroyed: later releases leak.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters

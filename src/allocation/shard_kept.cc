@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
 #include "src/allocation/segment.h"
 #include "src/allocation/shard.h"
@@ -198,7 +199,7 @@ AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
   TakeStaleLocked(generation, stale);
   if (block != nullptr) return block;
   block = TakeParkedLocked(request);
-  AllocationBlock* in_slot = slot_.load(std::memory_order_acquire);
+  const AllocationBlock* in_slot = slot_.Peek();
   *deferred_left = parked_.any_unfenced() ||
                    (in_slot != nullptr && in_slot->release_stream == nullptr);
   return block;
@@ -208,8 +209,7 @@ AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
 
 bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
   if (!block->whole_in_use || block->generation != generation ||
-      any_retiring_.load(std::memory_order_relaxed) ||
-      slot_.load(std::memory_order_relaxed) != nullptr) {
+      any_retiring_.load(std::memory_order_relaxed) || slot_.occupied()) {
     return false;
   }
   // Capped, its bytes count against the cap from now, as Park's would.
@@ -229,20 +229,10 @@ bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
     } while (!device_cached_bytes_->compare_exchange_weak(
         cached, cached + block->size, std::memory_order_relaxed));
   }
-  AllocationBlock* empty = nullptr;
-  if (!slot_.compare_exchange_strong(empty, block)) {
+  // Refused, it is parked the ordinary way (which a closed shard refuses).
+  if (!slot_.Offer(block)) {
     unreserve();
     return false;
-  }
-  // A close that settled the slot before this block came (TakeEverything
-  // sets slot_closed_ first): taken back, for Park to refuse. Else the
-  // close's settling took it, or will.
-  if (slot_closed_.load()) {
-    AllocationBlock* mine = block;
-    if (slot_.compare_exchange_strong(mine, nullptr)) {
-      unreserve();
-      return false;
-    }
   }
   return true;
 }
@@ -250,11 +240,10 @@ bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
 void AllocationShard::SettleSlot() { SettledLock lock(this); }
 
 void AllocationShard::SettleSlotLocked() {
-  // Nothing more once closed: a block stashed since is taken back (Stash).
-  // A load first: an empty slot (most locks) costs no atomic exchange.
-  if (closed_ || slot_.load(std::memory_order_relaxed) == nullptr) return;
-  AllocationBlock* block = slot_.exchange(nullptr, std::memory_order_acquire);
-  if (block != nullptr) ParkFromSlotLocked(block);
+  // Nothing more once closed: a block offered since is taken back
+  // (ReleaseSlot::Offer).
+  if (closed_) return;
+  if (AllocationBlock* block = slot_.Take()) ParkFromSlotLocked(block);
 }
 
 void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
@@ -274,17 +263,14 @@ AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
                                                  uint64_t generation,
                                                  SlotMiss miss,
                                                  BlockVector* candidates) {
-  // Only a holder of the lock empties the slot (a Stash fills an empty one,
-  // or takes its own block back while the shard closes): the block loaded
-  // here is looked at in place, and taken only if it is taken at all.
-  AllocationBlock* block = slot_.load(std::memory_order_acquire);
-  if (block == nullptr || closed_) return nullptr;
+  if (closed_) return nullptr;
+  AllocationBlock* block = slot_.Take();
+  if (block == nullptr) return nullptr;
   if (ABSL_PREDICT_FALSE(block->size != request.lease_bytes ||
                          block->generation != generation ||
                          block->uses.front() != request.stream)) {
     return SlotMissLocked(block, request, generation, miss, candidates);
   }
-  if (ABSL_PREDICT_FALSE(!TakeFromSlotLocked(block))) return nullptr;
   // Park and TakeParkedLocked, less what cancels out: never counted as
   // cached, in use throughout (on its one stream, so its uses stay; merged
   // with nothing, so it has no spare events), the newest lease first.
@@ -296,8 +282,10 @@ AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
   StampLeaseLocked(block, request);
   stats_.bytes_requested += static_cast<int64_t>(block->requested);
-  in_use_.Remove(block);
-  in_use_.PushFront(block);
+  if (in_use_.front() != block) {  // else the newest already
+    in_use_.Remove(block);
+    in_use_.PushFront(block);
+  }
   return block;
 }
 
@@ -307,8 +295,10 @@ AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
                                                  SlotMiss miss,
                                                  BlockVector* candidates) {
   const bool current = block->generation == generation;
-  if (current && miss == SlotMiss::kLeave) return nullptr;
-  if (!TakeFromSlotLocked(block)) return nullptr;
+  if (current && miss == SlotMiss::kLeave) {
+    // Back where it was, unless a release filled the slot meanwhile.
+    if (slot_.PutBack(block)) return nullptr;
+  }
   if (current && miss == SlotMiss::kCandidate &&
       block->size == request.lease_bytes && block->release_stream != nullptr &&
       parked_.empty() && index_.empty()) {
