@@ -55,6 +55,8 @@ absl::Status RetainPoolByGraph(
     // The reference of the recording the graph was captured in.
     token->recording = pool.recordings.RetainCurrent(collect);
   }
+  // The token may be gone once the graph holds it: marked held through this.
+  const std::shared_ptr<GraphRetain> recording = token->recording;
   absl::StatusOr<NativeUserObject> object =
       core.backend().CreateUserObject(pool.device, &GraphLetGo, token);
   if (!object.ok()) {
@@ -88,6 +90,7 @@ absl::Status RetainPoolByGraph(
     return moved;
   }
   MutexLock lock(&pool.mu);
+  recording->held_by_graph = true;
   if (!pool.graph_owned) {
     pool.graph_owned = true;
     // The handle's reference, until it lets go.

@@ -33,6 +33,12 @@ namespace gpupool::internal {
 struct GraphRetain {
   std::atomic<int64_t> refs{0};
   std::shared_ptr<std::atomic<bool>> collect;
+  // Whether a RetainBy succeeded (the pool's mutex guards it): a reference
+  // taken by a RetainBy that then failed is no graph's. A recording set
+  // apart that no graph ever held is never over: the pool keeps its blocks
+  // while its handle lives (Over, ForgetOver), as it keeps a recording's
+  // that nothing retained.
+  bool held_by_graph = false;
 
   void Drop() {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -82,8 +88,7 @@ class PoolRecordings {
   bool Over(uint64_t recording) const {
     return recording != kIdle && recording != current_ &&
            std::none_of(apart_.begin(), apart_.end(), [&](const Apart& apart) {
-             return apart.number == recording &&
-                    apart.retain->refs.load(std::memory_order_acquire) != 0;
+             return apart.number == recording && !Done(apart);
            });
   }
 
@@ -92,10 +97,7 @@ class PoolRecordings {
   bool ForgetOver() {
     const size_t before = apart_.size();
     apart_.erase(std::remove_if(apart_.begin(), apart_.end(),
-                                [](const Apart& apart) {
-                                  return apart.retain->refs.load(
-                                             std::memory_order_acquire) == 0;
-                                }),
+                                [](const Apart& apart) { return Done(apart); }),
                  apart_.end());
     return apart_.size() != before;
   }
@@ -113,6 +115,11 @@ class PoolRecordings {
     uint64_t number;
     std::shared_ptr<GraphRetain> retain;
   };
+  // Every graph that held the recording is gone (and one did).
+  static bool Done(const Apart& apart) {
+    return apart.retain->held_by_graph &&
+           apart.retain->refs.load(std::memory_order_acquire) == 0;
+  }
 
   uint64_t current_ = 1;
   // The current recording's graph references; null until RetainBy.

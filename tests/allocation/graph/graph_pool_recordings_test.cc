@@ -23,6 +23,7 @@ namespace gpupool {
 namespace {
 
 using ::gpupool::testing::IsOk;
+using ::gpupool::testing::StatusIs;
 
 using GraphPoolRecordingsTest = GraphPoolRetainTest;
 
@@ -151,6 +152,58 @@ TEST_F(GraphPoolRecordingsTest, AnOutputOfARecordingThatIsOverGoesBack) {
   EXPECT_FALSE(Reuses(*cache, capture, kMiB, output_ptr));
   sim_.CompleteAllWork();
   EXPECT_TRUE(Reuses(*cache, capture, kMiB, output_ptr));
+  ASSERT_THAT(sim_.DestroyGraph(second), IsOk());
+  ASSERT_THAT(pool->Release(), IsOk());
+  EXPECT_EQ(sim_.misuse_count(), 0);
+  EXPECT_EQ(sim_.graph_misuses(), 0);
+}
+
+// A RetainBy that fails (here the user object cannot be made) leaves no
+// graph holding the recording: its blocks stay the pool's while the pool's
+// handle lives, even once the next capture sets that recording apart. An
+// output used eagerly on another stream and returned goes back to the pool,
+// never to general work while the graph captured with it may still launch.
+TEST_F(GraphPoolRecordingsTest, AFailedRetainByLeavesTheRecordingThePools) {
+  auto cache = NewCache();
+  NativeStream capture = NewStream();
+  NativeStream eager = NewStream();
+  NativeStream other = NewStream();
+  absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
+  ASSERT_THAT(pool, IsOk());
+  PooledAllocation output;
+  SimGraph first;
+  {
+    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
+    ASSERT_THAT(scope, IsOk());
+    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
+                IsOk());
+    absl::StatusOr<PooledAllocation> lease =
+        cache->Allocate(0, kMiB, MemoryKind::kDevice, capture);
+    ASSERT_THAT(lease, IsOk());
+    sim_.TouchMemory(capture, lease->data(), kMiB);
+    output = *std::move(lease);
+    absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(capture);
+    ASSERT_THAT(graph, IsOk());
+    first = *graph;
+  }
+  sim_.FailNext(
+      SimOp::kUserObjectCreate,
+      FaultError(Fault::kResource, absl::StatusCode::kAborted, "refused"));
+  EXPECT_THAT(pool->RetainBy(NativeGraphOf(first)),
+              StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(sim_.InstantiateGraph(first), IsOk());
+  void* second_scratch = nullptr;
+  SimGraph second =
+      CaptureScratch(*cache, *pool, capture, kMiB, &second_scratch);
+  void* const output_ptr = output.data();
+  output.RecordUse(eager);
+  output.Release();
+  sim_.CompleteAllWork();
+  EXPECT_EQ(cache->GetStats(0).blocks_cached, 0);
+  EXPECT_FALSE(Reuses(*cache, other, kMiB, output_ptr));
+  ASSERT_THAT(sim_.LaunchGraph(first, capture), IsOk());
+  sim_.CompleteAllWork();
+  ASSERT_THAT(sim_.DestroyGraph(first), IsOk());
   ASSERT_THAT(sim_.DestroyGraph(second), IsOk());
   ASSERT_THAT(pool->Release(), IsOk());
   EXPECT_EQ(sim_.misuse_count(), 0);
