@@ -119,21 +119,7 @@ TEST_F(GraphPoolRecordingsTest, AnOutputOfARecordingThatIsOverGoesBack) {
   absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   PooledAllocation output;
-  SimGraph first;
-  {
-    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
-    ASSERT_THAT(scope, IsOk());
-    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
-                IsOk());
-    absl::StatusOr<PooledAllocation> lease =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, capture);
-    ASSERT_THAT(lease, IsOk());
-    sim_.TouchMemory(capture, lease->data(), kMiB);
-    output = *std::move(lease);
-    absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(capture);
-    ASSERT_THAT(graph, IsOk());
-    first = *graph;
-  }
+  SimGraph first = CaptureOutput(*cache, *pool, capture, kMiB, &output);
   RetainAndInstantiate(*pool, first);
   void* second_scratch = nullptr;
   SimGraph second =
@@ -171,21 +157,7 @@ TEST_F(GraphPoolRecordingsTest, AFailedRetainByLeavesTheRecordingThePools) {
   absl::StatusOr<GraphPool> pool = GraphPool::Create(*cache, 0);
   ASSERT_THAT(pool, IsOk());
   PooledAllocation output;
-  SimGraph first;
-  {
-    absl::StatusOr<CaptureScope> scope = pool->BeginCapture(capture);
-    ASSERT_THAT(scope, IsOk());
-    ASSERT_THAT(sim_.BeginCapture(capture, SimCaptureMode::kGlobal, pool->id()),
-                IsOk());
-    absl::StatusOr<PooledAllocation> lease =
-        cache->Allocate(0, kMiB, MemoryKind::kDevice, capture);
-    ASSERT_THAT(lease, IsOk());
-    sim_.TouchMemory(capture, lease->data(), kMiB);
-    output = *std::move(lease);
-    absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(capture);
-    ASSERT_THAT(graph, IsOk());
-    first = *graph;
-  }
+  SimGraph first = CaptureOutput(*cache, *pool, capture, kMiB, &output);
   sim_.FailNext(
       SimOp::kUserObjectCreate,
       FaultError(Fault::kResource, absl::StatusCode::kAborted, "refused"));

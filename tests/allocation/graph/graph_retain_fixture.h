@@ -45,6 +45,27 @@ class GraphPoolRetainTest : public AllocationCacheSimTest {
     EXPECT_THAT(graph, ::gpupool::testing::IsOk());
     return *graph;
   }
+  // Captures into `pool` on `stream` a `bytes` block that outlives the
+  // capture (an output, in `output`, still leased). Returns the graph, not
+  // yet instantiated.
+  SimGraph CaptureOutput(AllocationCache& cache, GraphPool& pool,
+                         NativeStream stream, size_t bytes,
+                         PooledAllocation* output) {
+    absl::StatusOr<CaptureScope> scope = pool.BeginCapture(stream);
+    EXPECT_THAT(scope, ::gpupool::testing::IsOk());
+    EXPECT_THAT(sim_.BeginCapture(stream, SimCaptureMode::kGlobal, pool.id()),
+                ::gpupool::testing::IsOk());
+    absl::StatusOr<PooledAllocation> lease =
+        cache.Allocate(0, bytes, MemoryKind::kDevice, stream);
+    EXPECT_THAT(lease, ::gpupool::testing::IsOk());
+    if (lease.ok()) {
+      sim_.TouchMemory(stream, lease->data(), bytes);
+      *output = *std::move(lease);
+    }
+    absl::StatusOr<SimGraph> graph = sim_.EndCaptureToGraph(stream);
+    EXPECT_THAT(graph, ::gpupool::testing::IsOk());
+    return graph.ok() ? *graph : SimGraph{};
+  }
   // RetainBy(graph), then the executable graph that launches will run.
   void RetainAndInstantiate(GraphPool& pool, SimGraph graph) {
     EXPECT_THAT(pool.RetainBy(NativeGraphOf(graph)),
