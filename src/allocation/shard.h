@@ -296,8 +296,10 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bookkeeping below is defined here, inline: every lease and release
   // passes through it, the parked cycle from shard_kept.cc.
-  bool ReserveLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    // The other kind's shard of this device updates it under its own lock.
+  // Counts `bytes` against the cap when there is room. Lock-free: the
+  // other kind's shard of this device updates the count under its own
+  // lock, and a release into the slot (Stash) under none.
+  bool Reserve(size_t bytes) {
     size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
     do {
       if (bytes > max_cached_bytes_ || cached > max_cached_bytes_ - bytes) {
@@ -307,6 +309,12 @@ class alignas(kCacheLine) AllocationShard {
         cached, cached + bytes, std::memory_order_relaxed));
     return true;
   }
+  // Gives back what Stash reserved for `block` (a capped cache's).
+  void UnreserveSlotBlock(const AllocationBlock& block) {
+    if (SlotReserves()) {
+      device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
+    }
+  }
   // A block enters (or leaves) the cached gauges and the device's cached
   // bytes, listed or parked: false, nothing counted, when a whole segment
   // finds no room under the cap (a part of a segment is cached whatever
@@ -314,7 +322,7 @@ class alignas(kCacheLine) AllocationShard {
   bool CountCachedLocked(const AllocationBlock& block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (IsWholeSegment(&block)) {
-      if (!ReserveLocked(block.size)) return false;
+      if (!Reserve(block.size)) return false;
     } else {
       // Part of a segment cannot go back to the runtime: it stays cached
       // whatever the cap (which holds for whole segments).

@@ -213,25 +213,10 @@ bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
     return false;
   }
   // Capped, its bytes count against the cap from now, as Park's would.
-  const bool reserve = SlotReserves();
-  auto unreserve = [&] {
-    if (reserve) {
-      device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
-    }
-  };
-  if (reserve) {
-    size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
-    do {
-      if (block->size > max_cached_bytes_ ||
-          cached > max_cached_bytes_ - block->size) {
-        return false;
-      }
-    } while (!device_cached_bytes_->compare_exchange_weak(
-        cached, cached + block->size, std::memory_order_relaxed));
-  }
+  if (SlotReserves() && !Reserve(block->size)) return false;
   // Refused, it is parked the ordinary way (which a closed shard refuses).
   if (!slot_.Offer(block)) {
-    unreserve();
+    UnreserveSlotBlock(*block);
     return false;
   }
   return true;
@@ -274,9 +259,7 @@ AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
   // Park and TakeParkedLocked, less what cancels out: never counted as
   // cached, in use throughout (on its one stream, so its uses stay; merged
   // with nothing, so it has no spare events), the newest lease first.
-  if (SlotReserves()) {
-    device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
-  }
+  UnreserveSlotBlock(*block);
   ++stats_.hits;
   block->fence_at_release = false;  // back on its own stream
   stats_.bytes_requested -= static_cast<int64_t>(block->requested);
@@ -305,9 +288,7 @@ AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
     // Of another stream (else a hit): the lone-lane shortcut (TakeCached)
     // without the lane, the candidate that parking it and taking it out
     // again would give.
-    if (SlotReserves()) {
-      device_cached_bytes_->fetch_sub(block->size, std::memory_order_relaxed);
-    }
+    UnreserveSlotBlock(*block);
     RemoveInUseLocked(block);
     block->listed_at = lease_count_;
     candidates->push_back(block);
