@@ -99,6 +99,10 @@ struct AllocationBlock {
   // stays what it was (only free blocks are split or merged), but its
   // neighbours' links may change under the lock meanwhile.
   bool whole_in_use = false;
+  // Taken off its lane to have its fence recorded (AllocationShard::Unpark):
+  // in the in-use list for the release that follows, but counted and shown
+  // as the cached block it still is until then.
+  bool fencing = false;
   // While listed pending on one stream: that stream's lists in the free
   // index (opaque here), so that unlisting needs no second lookup.
   void* stream_lists = nullptr;

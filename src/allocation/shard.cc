@@ -106,14 +106,14 @@ AllocationBlock* AllocationShard::SettleOthersLocked(AllocationBlock* chosen,
   garbage->insert(garbage->end(), dropped.begin(), dropped.end());
   garbage->insert(garbage->end(), leaked.begin(), leaked.end());
   for (auto it = keep.rbegin(); it != keep.rend(); ++it) {  // oldest, in order
-    if ((*it)->generation != generation) {
+    if (DeadLocked(**it, generation)) {
       dropped_count += DetachFromSegment(*it);
       garbage->push_back(*it);
     } else if (AllocationBlock* over = AddCachedLocked(*it, /*oldest=*/true)) {
       AddRetiringLocked(over);
     }
   }
-  if (chosen != nullptr && chosen->generation != generation) {
+  if (chosen != nullptr && DeadLocked(*chosen, generation)) {
     dropped_count += DetachFromSegment(chosen);
     garbage->push_back(chosen);
     chosen = nullptr;
@@ -131,7 +131,7 @@ AllocationBlock* AllocationShard::SettleCandidates(
   // The usual cross-stream hit has one candidate, complete (or waited on):
   // nothing else to settle.
   if (!keep.empty() || !dropped.empty() || !leaked.empty() ||
-      (chosen != nullptr && chosen->generation != generation)) {
+      (chosen != nullptr && DeadLocked(*chosen, generation))) {
     chosen =
         SettleOthersLocked(chosen, keep, dropped, leaked, generation, garbage);
   }
@@ -168,8 +168,10 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
   const bool keep = state == BlockState::kIdle || state == BlockState::kPending;
   if (keep && closed_) {
     state = BlockState::kLeak;  // the cache was destroyed meanwhile
-  } else if (keep && block->generation != generation) {
-    state = BlockState::kDrop;  // poisoned while we recorded
+  } else if (keep && DeadLocked(*block, generation)) {
+    // Poisoned while we recorded, or, after our read of `generation`,
+    // poisoned, recovered and swept by another thread.
+    state = BlockState::kDrop;
   }
   if (state == BlockState::kDrop || state == BlockState::kLeak) {
     const RetireReason how = state == BlockState::kDrop ? RetireReason::kDropped
@@ -200,6 +202,7 @@ AllocationShard::AfterReturn AllocationShard::TakeBack(AllocationBlock* block,
 
 AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
                                                   bool oldest, bool released) {
+  NoteStaleLocked(*block);
   if (!IsWholeSegment(block)) block = MergeLocked(block, released);
   block->listed_at = lease_count_;
   if (!CountCachedLocked(*block)) return block;
@@ -295,6 +298,7 @@ void AllocationShard::TakeAllCachedLocked(BlockVector* out) {  // no merging
 // --- Retiring ----------------------------------------------------------------
 
 void AllocationShard::AddRetiringLocked(AllocationBlock* block) {
+  NoteStaleLocked(*block);
   retiring_.PushBack(block);
   NoteRetiringLocked();
   ++stats_.blocks_retiring;
@@ -396,14 +400,21 @@ void AllocationShard::TakeStale(uint64_t generation, BlockVector* stale) {
 
 void AllocationShard::TakeStaleSlowLocked(uint64_t generation,
                                           BlockVector* out) {
-  seen_generation_ = generation;
-  // Stashed events may be the dead generation's: out, uncounted (not blocks).
-  if (AllocationBlock* carrier = CarryOut(&spare_events_, &records_)) {
-    out->push_back(carrier);
+  stale_left_ = false;
+  if (generation > seen_generation_) {
+    seen_generation_ = generation;
+    // Stashed events may be the dead generation's: out, uncounted (not
+    // blocks).
+    if (AllocationBlock* carrier = CarryOut(&spare_events_, &records_)) {
+      out->push_back(carrier);
+    }
   }
+  // What is older than the newest generation seen (a late caller's older
+  // `generation` sweeps as the newest did).
+  generation = seen_generation_;
   int64_t dropped = TakeStaleParkedLocked(generation, out);
   auto drop = [&](AllocationBlock* block) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (block->generation == generation) return true;
+    if (block->generation >= generation) return true;
     RemoveCachedLocked(block);
     dropped += DetachFromSegment(block);  // once per segment: its last block
     out->push_back(block);
@@ -412,7 +423,7 @@ void AllocationShard::TakeStaleSlowLocked(uint64_t generation,
   index_.ForEachLargestFirst(drop);
   for (AllocationBlock* block = retiring_.front(); block != nullptr;) {
     AllocationBlock* next = PrimaryList::Next(block);
-    if (block->generation != generation) {
+    if (block->generation < generation) {
       retiring_.Remove(block);
       NoteRetiringLocked();
       --stats_.blocks_retiring;
@@ -424,7 +435,7 @@ void AllocationShard::TakeStaleSlowLocked(uint64_t generation,
   }
   for (auto& [name, buffer] : stable_) {
     if (buffer->ptr != nullptr && !buffer->busy &&
-        buffer->generation != generation) {
+        buffer->generation < generation) {
       TakeStableLocked(buffer.get());
       ++dropped;
     }

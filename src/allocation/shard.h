@@ -368,8 +368,8 @@ class alignas(kCacheLine) AllocationShard {
       block->spare_events.clear();
     }
     AddInUseLocked(block);
-    stats_.peak_bytes_in_use =
-        std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use,
+                                        stats_.bytes_in_use - fencing_.bytes);
   }
   // The lease's own fields, which every lease sets (LeaseLocked, and a
   // block taken back from the release slot, in use throughout).
@@ -405,17 +405,40 @@ class alignas(kCacheLine) AllocationShard {
   }
   void RemoveInUseLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (ABSL_PREDICT_FALSE(block->fencing)) EndFencingLocked(block);
     in_use_.Remove(block);
     --stats_.allocations_in_use;
     stats_.bytes_in_use -= static_cast<int64_t>(block->size);
     stats_.bytes_rounded -= static_cast<int64_t>(block->size);
     stats_.bytes_requested -= static_cast<int64_t>(block->requested);
   }
-  // Takes out what is older than `generation` once per generation.
-  // Generations only grow: a late caller never drops a newer one's blocks.
+  // Takes out what is older than `generation` once per generation, and
+  // again after a block older than the newest generation seen came in
+  // (NoteStaleLocked). Generations only grow: a late caller never drops a
+  // newer one's blocks.
   void TakeStaleLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (generation > seen_generation_) TakeStaleSlowLocked(generation, out);
+    if (ABSL_PREDICT_FALSE(generation > seen_generation_ || stale_left_)) {
+      TakeStaleSlowLocked(generation, out);
+    }
+  }
+  // Whether `block`, brought back by a caller that read `generation`, is of
+  // a dead generation: poisoned since the read, or poisoned, recovered and
+  // swept here since (a generation older than the newest seen).
+  bool DeadLocked(const AllocationBlock& block, uint64_t generation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return block.generation != generation ||
+           block.generation < seen_generation_;
+  }
+  // A block coming into the cache (parked, listed or retiring) whose
+  // generation was swept already: a release that read the device's
+  // generation just before another thread's poison, recovery and sweep.
+  // The next sweep takes it out, before anything may be taken.
+  void NoteStaleLocked(const AllocationBlock& block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (ABSL_PREDICT_FALSE(block.generation < seen_generation_)) {
+      stale_left_ = true;
+    }
   }
   void TakeStaleSlowLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -454,6 +477,10 @@ class alignas(kCacheLine) AllocationShard {
                                   const LeaseRequest& request,
                                   uint64_t generation, SlotMiss miss,
                                   BlockVector* candidates)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartFencingLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndFencingLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What Park would have done at the slot's block's release.
   void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -523,7 +550,16 @@ class alignas(kCacheLine) AllocationShard {
   // Records of leaked parts of segments (LeaveSegment), until the shard
   // goes.
   PrimaryList leaked_parts_ ABSL_GUARDED_BY(mu_);
+  // Blocks taken off their lanes to be fenced (AllocationBlock::fencing):
+  // in use for the shard's lists, cached for what observers see.
+  struct Fencing {
+    int64_t blocks = 0;
+    int64_t bytes = 0;
+    int64_t requested = 0;
+  };
+  Fencing fencing_ ABSL_GUARDED_BY(mu_);
   uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stale_left_ ABSL_GUARDED_BY(mu_) = false;  // NoteStaleLocked
   // Gauges and policy counters; the departure counters come from ledger_.
   AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);
   HandleLedger ledger_ ABSL_GUARDED_BY(mu_);

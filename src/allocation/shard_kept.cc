@@ -60,6 +60,9 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
   buffer->ptr = ptr;
   buffer->capacity = capacity;
   buffer->generation = generation;
+  // Claimed before another thread's poison, recovery and sweep: the next
+  // sweep takes it.
+  if (generation < seen_generation_) stale_left_ = true;
   ++stats_.stable_allocations;
   stats_.bytes_stable += static_cast<int64_t>(capacity);
   if (old != nullptr) ++stats_.stable_reallocations;
@@ -92,7 +95,8 @@ void AllocationShard::ForEachBlock(
   SettledLock lock(this);
   for (const AllocationBlock* block = in_use_.front(); block != nullptr;
        block = PrimaryList::Next(block)) {
-    visit(*block, BlockUse::kLeased);
+    // A block being fenced is still the parked block it was.
+    visit(*block, block->fencing ? BlockUse::kPending : BlockUse::kLeased);
   }
   index_.ForEachListed([&visit](const AllocationBlock& block, bool pending) {
     visit(block, pending ? BlockUse::kPending : BlockUse::kFree);
@@ -145,7 +149,7 @@ bool AllocationShard::Park(AllocationBlock* block, uint64_t generation,
   // From a release (to_poll given), only a whole segment: a part goes to
   // the free index, to merge with its free neighbours at its release. A
   // block fenced later (FenceParked) may be parked again whatever it is.
-  if (closed_ || block->generation != generation ||
+  if (closed_ || DeadLocked(*block, generation) ||
       (to_poll != nullptr && !IsWholeSegment(block)) ||
       !CountCachedLocked(*block)) {
     return false;
@@ -242,6 +246,7 @@ void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
   RemoveInUseLocked(block);
   parked_.Add(block);
   any_parked_.store(true, std::memory_order_relaxed);
+  NoteStaleLocked(*block);  // stashed before a sweep it missed
 }
 
 AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
@@ -316,9 +321,25 @@ void AllocationShard::Unpark(std::optional<NativeStream> stream,
     AllocationBlock* block = (*out)[i];
     UncacheParkedLocked(*block);
     // In use again, as the lease that released it was: the caller releases
-    // it (TakeBack), which takes it out of the gauges once more.
+    // it (TakeBack, or Park again), which takes it out of the gauges once
+    // more. Until then observers see it cached, as it was.
     AddInUseLocked(block);
+    StartFencingLocked(block);
   }
+}
+
+void AllocationShard::StartFencingLocked(AllocationBlock* block) {
+  block->fencing = true;
+  ++fencing_.blocks;
+  fencing_.bytes += static_cast<int64_t>(block->size);
+  fencing_.requested += static_cast<int64_t>(block->requested);
+}
+
+void AllocationShard::EndFencingLocked(AllocationBlock* block) {
+  block->fencing = false;
+  --fencing_.blocks;
+  fencing_.bytes -= static_cast<int64_t>(block->size);
+  fencing_.requested -= static_cast<int64_t>(block->requested);
 }
 
 int64_t AllocationShard::TakeStaleParkedLocked(uint64_t generation,
@@ -327,7 +348,7 @@ int64_t AllocationShard::TakeStaleParkedLocked(uint64_t generation,
   const size_t first = out->size();
   parked_.TakeIf(
       [generation](const AllocationBlock& block) {
-        return block.generation != generation;
+        return block.generation < generation;
       },
       out);
   int64_t dropped = 0;
@@ -355,6 +376,13 @@ void AllocationShard::LeakParkedLocked(BlockVector* out) {
 AllocationCacheStats AllocationShard::Stats() const {
   SettledLock lock(this);
   AllocationCacheStats stats = stats_;
+  // Blocks being fenced count as the cached blocks they were (Unpark).
+  stats.allocations_in_use -= fencing_.blocks;
+  stats.bytes_in_use -= fencing_.bytes;
+  stats.bytes_rounded -= fencing_.bytes;
+  stats.bytes_requested -= fencing_.requested;
+  stats.blocks_cached += fencing_.blocks;
+  stats.bytes_cached += fencing_.bytes;
   stats.runtime_allocations = ledger_.admitted();
   stats.runtime_frees = ledger_.departed(RetireReason::kDestroyed);
   stats.blocks_dropped = ledger_.departed(RetireReason::kDropped);
@@ -367,6 +395,7 @@ void AllocationShard::AppendOutstanding(
   SettledLock lock(this);
   for (const AllocationBlock* block = in_use_.front(); block != nullptr;
        block = PrimaryList::Next(block)) {
+    if (block->fencing) continue;  // a parked block, not a lease
     out->push_back(OutstandingLease{
         "allocation", device_,
         absl::StrCat(MemoryKindName(kind_), " ", block->requested, " bytes"),

@@ -1,0 +1,292 @@
+// The shard driven directly, so that an interleaving with another thread is
+// exact: what one thread leaves between two of its calls, as another thread
+// sees it.
+//
+// * A release that read the device's generation just before another thread
+//   poisoned the device, recovered it and swept the shard: the block it
+//   brings is of a dead generation, and the sweep that would have taken it
+//   out is over. Whatever path the release takes into the shard (TakeBack,
+//   Park, the release slot), the block must never be leased again: the
+//   runtime that allocated it is gone.
+// * A parked block taken off its lane to have its fence recorded (deferred
+//   fences): until its release ends, observers must see the cached block it
+//   still is, not a lease.
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "gpupool/allocation_cache.h"
+#include "gpupool/snapshot.h"
+#include "gtest/gtest.h"
+#include "src/allocation/block.h"
+#include "src/allocation/shard.h"
+#include "src/allocation/size_classes.h"
+
+namespace gpupool::internal {
+namespace {
+
+constexpr size_t kBytes = size_t{1} << 20;
+// The release read generation 1; the poison made 2, the recovery 3, and
+// the other thread's next shard call swept for 3.
+constexpr uint64_t kReadByTheRelease = 1;
+constexpr uint64_t kAfterRecovery = 3;
+
+class ShardInterleavingTest : public ::testing::Test {
+ protected:
+  ShardInterleavingTest()
+      : shard_(/*device=*/0, MemoryKind::kDevice,
+               SizeClassCount(AllocationCacheOptions().max_cached_block_bytes),
+               AllocationCacheOptions().max_split_ratio,
+               std::numeric_limits<size_t>::max(), &device_cached_bytes_) {}
+
+  ~ShardInterleavingTest() override {
+    for (AllocationBlock* block : stale_) delete block;
+  }
+
+  LeaseRequest Request() const {
+    LeaseRequest request;
+    request.bytes = kBytes;
+    request.lease_bytes = kBytes;
+    request.stream = stream_;
+    return request;
+  }
+
+  // A whole segment of generation 1, leased on `stream_`.
+  AllocationBlock* Leased(size_t bytes = kBytes) {
+    auto* block = new AllocationBlock();
+    block->ptr = reinterpret_cast<void*>(uintptr_t{0x7f0000000000} +
+                                         shard_.Stats().runtime_allocations *
+                                             (uintptr_t{1} << 30));
+    block->size = bytes;
+    block->size_class = FloorSizeClass(bytes);
+    block->device = 0;
+    block->generation = kReadByTheRelease;
+    shard_.Admit();
+    LeaseRequest request = Request();
+    request.bytes = bytes;
+    request.lease_bytes = bytes;
+    shard_.LeaseNew(block, request, CacheCounter::kMiss);
+    return block;
+  }
+
+  // Another thread's first shard call after the recovery.
+  void SweepAfterRecovery() {
+    shard_.TakeStale(kAfterRecovery, &stale_);
+    stale_.clear();  // nothing cached yet: nothing to take
+  }
+
+  // What the recovered device's next request of the same stream and size
+  // gets from each place a cached block can be: the lane, then the index.
+  AllocationBlock* NextRequestTakes() {
+    bool deferred_left = false;
+    if (AllocationBlock* block = shard_.TakeParked(Request(), kAfterRecovery,
+                                                   &stale_, &deferred_left)) {
+      return block;
+    }
+    BlockVector candidates;
+    AllocationBlock* block = shard_.TakeCached(
+        Request(), /*pending_checks=*/0, kAfterRecovery, &candidates, &stale_);
+    EXPECT_TRUE(candidates.empty());
+    return block;
+  }
+
+  std::atomic<size_t> device_cached_bytes_{0};
+  AllocationShard shard_;
+  NativeStream stream_ = reinterpret_cast<NativeStream>(uintptr_t{0x51});
+  BlockVector stale_;
+};
+
+TEST_F(ShardInterleavingTest, TakeBackDropsABlockOfASweptGeneration) {
+  AllocationBlock* block = Leased();
+  SweepAfterRecovery();
+
+  const AllocationShard::AfterReturn taken =
+      shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease);
+
+  EXPECT_EQ(taken.to_delete, block);  // forgotten, no runtime call
+  EXPECT_EQ(taken.to_free, nullptr);
+  delete taken.to_delete;
+  const AllocationCacheStats stats = shard_.Stats();
+  EXPECT_EQ(stats.blocks_dropped, 1);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_EQ(NextRequestTakes(), nullptr);
+}
+
+TEST_F(ShardInterleavingTest, ParkRefusesABlockOfASweptGeneration) {
+  AllocationBlock* block = Leased();
+  SweepAfterRecovery();
+
+  AllocationBlock* to_poll = nullptr;
+  EXPECT_FALSE(shard_.Park(block, kReadByTheRelease, &to_poll));
+  EXPECT_EQ(shard_.Stats().blocks_cached, 0);
+  EXPECT_EQ(shard_.Stats().allocations_in_use, 1);  // still the caller's
+  // The release goes on as a refused Park's does.
+  const AllocationShard::AfterReturn taken =
+      shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease);
+  EXPECT_EQ(taken.to_delete, block);
+  delete taken.to_delete;
+  EXPECT_EQ(NextRequestTakes(), nullptr);
+}
+
+TEST_F(ShardInterleavingTest,
+       TheReleaseSlotsBlockIsSweptBeforeItsStreamTakesIt) {
+  AllocationBlock* block = Leased();
+  SweepAfterRecovery();
+
+  // Without the lock the slot cannot know of the sweep: it takes the block.
+  ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
+
+  EXPECT_EQ(NextRequestTakes(), nullptr);
+  ASSERT_EQ(stale_.size(), 1u);
+  EXPECT_EQ(stale_[0], block);
+  const AllocationCacheStats stats = shard_.Stats();
+  EXPECT_EQ(stats.blocks_dropped, 1);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(stats.bytes_cached, 0);
+  EXPECT_EQ(device_cached_bytes_.load(), 0u);
+}
+
+TEST_F(ShardInterleavingTest, ASlotBlockSettledByAnObserverIsStillSwept) {
+  AllocationBlock* block = Leased();
+  SweepAfterRecovery();
+  ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
+
+  // Stats settles the slot (parks the block) without a sweep of its own.
+  EXPECT_EQ(shard_.Stats().blocks_cached, 1);
+
+  EXPECT_EQ(NextRequestTakes(), nullptr);
+  ASSERT_EQ(stale_.size(), 1u);
+  EXPECT_EQ(stale_[0], block);
+  EXPECT_EQ(shard_.Stats().blocks_dropped, 1);
+  EXPECT_EQ(shard_.Stats().blocks_cached, 0);
+}
+
+// Another stream's request takes a fenced block out as its candidate,
+// checks its event outside the lock and comes back to lease it; meanwhile
+// another thread poisoned, recovered and swept. The candidate is dropped,
+// not leased.
+TEST_F(ShardInterleavingTest, ACandidateCheckedAcrossASweepIsDropped) {
+  AllocationBlock* block = Leased();
+  block->release_stream = stream_;  // its ready event recorded on stream_
+  ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
+  LeaseRequest other_stream = Request();
+  other_stream.stream = reinterpret_cast<NativeStream>(uintptr_t{0x52});
+  BlockVector candidates;
+  ASSERT_EQ(shard_.TakeCached(other_stream, /*pending_checks=*/1,
+                              kReadByTheRelease, &candidates, &stale_),
+            nullptr);
+  ASSERT_EQ(candidates.size(), 1u);
+  ASSERT_EQ(candidates[0], block);
+
+  SweepAfterRecovery();
+  BlockVector garbage;
+  EXPECT_EQ(shard_.SettleCandidates(block, /*waited=*/false, {}, {}, {},
+                                    other_stream, kReadByTheRelease, &garbage),
+            nullptr);
+
+  ASSERT_EQ(garbage.size(), 1u);
+  EXPECT_EQ(garbage[0], block);
+  delete block;
+  const AllocationCacheStats stats = shard_.Stats();
+  EXPECT_EQ(stats.blocks_dropped, 1);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_EQ(stats.hits, 0);
+}
+
+// A sweep run again for a stale block (NoteStaleLocked) by a caller that
+// read an old generation long ago drops only what is older than the newest
+// generation the shard has seen, and never a block of a generation newer
+// still (allocated after a later recovery, before any sweep for it).
+TEST_F(ShardInterleavingTest, ALateSweepDropsOnlyWhatIsOlderThanTheNewestSeen) {
+  constexpr uint64_t kNewer = kAfterRecovery + 2;
+  AllocationBlock* stale = Leased();
+  AllocationBlock* current = Leased(2 * kBytes);
+  current->generation = kAfterRecovery;
+  AllocationBlock* newer = Leased(4 * kBytes);
+  newer->generation = kNewer;
+  SweepAfterRecovery();
+  ASSERT_EQ(
+      shard_.TakeBack(current, BlockState::kIdle, kAfterRecovery).to_delete,
+      nullptr);
+  ASSERT_EQ(shard_.TakeBack(newer, BlockState::kIdle, kNewer).to_delete,
+            nullptr);
+  ASSERT_TRUE(shard_.Stash(stale, kReadByTheRelease));
+  ASSERT_EQ(shard_.Stats().blocks_cached, 3);  // settled: parked
+
+  shard_.TakeStale(kReadByTheRelease, &stale_);
+
+  ASSERT_EQ(stale_.size(), 1u);
+  EXPECT_EQ(stale_[0], stale);
+  const AllocationCacheStats stats = shard_.Stats();
+  EXPECT_EQ(stats.blocks_dropped, 1);
+  EXPECT_EQ(stats.blocks_cached, 2);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(6 * kBytes));
+}
+
+// Under deferred fences a parked block is taken off its lane (Unpark) to
+// have its fence recorded, then released again; in between it sits in the
+// in-use list. Another thread looking then sees the parked block.
+TEST_F(ShardInterleavingTest, ABlockBeingFencedIsShownAsTheParkedBlockItWas) {
+  AllocationBlock* block = Leased();
+  AllocationBlock* to_poll = nullptr;
+  ASSERT_TRUE(shard_.Park(block, kReadByTheRelease, &to_poll));  // deferred
+  const AllocationCacheStats parked = shard_.Stats();
+  ASSERT_EQ(parked.allocations_in_use, 0);
+  ASSERT_EQ(parked.blocks_cached, 1);
+
+  BlockVector fencing;
+  shard_.Unpark(std::nullopt, /*deferred_only=*/true, &fencing);
+  ASSERT_EQ(fencing.size(), 1u);
+  ASSERT_EQ(fencing[0], block);
+
+  // What another thread sees while the fence is recorded.
+  const AllocationCacheStats seen = shard_.Stats();
+  EXPECT_EQ(seen.allocations_in_use, 0);
+  EXPECT_EQ(seen.bytes_in_use, 0);
+  EXPECT_EQ(seen.bytes_rounded, 0);
+  EXPECT_EQ(seen.bytes_requested, 0);
+  EXPECT_EQ(seen.blocks_cached, 1);
+  EXPECT_EQ(seen.bytes_cached, static_cast<int64_t>(kBytes));
+  std::vector<OutstandingLease> leases;
+  shard_.AppendOutstanding(&leases);
+  EXPECT_TRUE(leases.empty());
+  int leased = 0;
+  int pending = 0;
+  shard_.ForEachBlock(
+      [&](const AllocationBlock& seen_block, BlockUse use) {
+        EXPECT_EQ(&seen_block, block);
+        leased += use == BlockUse::kLeased;
+        pending += use == BlockUse::kPending;
+      },
+      [](absl::string_view, const StableBuffer&) {});
+  EXPECT_EQ(leased, 0);
+  EXPECT_EQ(pending, 1);
+  // A lease meanwhile: the peak counts its bytes, not the fenced block's.
+  AllocationBlock* other = Leased(2 * kBytes);
+  EXPECT_EQ(shard_.Stats().peak_bytes_in_use, static_cast<int64_t>(2 * kBytes));
+  EXPECT_EQ(shard_.Stats().allocations_in_use, 1);
+
+  // Fenced, it is released again: cached, as it was shown.
+  const AllocationShard::AfterReturn taken =
+      shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease);
+  EXPECT_EQ(taken.to_delete, nullptr);
+  EXPECT_EQ(taken.to_free, nullptr);
+  const AllocationCacheStats after = shard_.Stats();
+  EXPECT_EQ(after.allocations_in_use, 1);  // `other`
+  EXPECT_EQ(after.bytes_in_use, static_cast<int64_t>(2 * kBytes));
+  EXPECT_EQ(after.blocks_cached, 1);
+  EXPECT_EQ(after.bytes_cached, static_cast<int64_t>(kBytes));
+  leases.clear();
+  shard_.AppendOutstanding(&leases);
+  EXPECT_EQ(leases.size(), 1u);
+  EXPECT_EQ(
+      shard_.TakeBack(other, BlockState::kIdle, kReadByTheRelease).to_delete,
+      nullptr);
+}
+
+}  // namespace
+}  // namespace gpupool::internal
