@@ -321,7 +321,11 @@ class RuntimeBackend final : public Backend {
   absl::Status RecordEvent(int device, NativeEvent event,
                            NativeStream stream) override {
     if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
-    CurrentDeviceGuard<Api> guard(device, /*needed=*/stream == nullptr);
+    if (ABSL_PREDICT_TRUE(stream != nullptr)) {  // the stream names the device
+      return ToStatus(Api::EventRecord(ToEvent(event), ToStream(stream)),
+                      "EventRecord", device);
+    }
+    CurrentDeviceGuard<Api> guard(device);
     if (!guard.status().ok()) return guard.status();
     return ToStatus(Api::EventRecord(ToEvent(event), ToStream(stream)),
                     "EventRecord", device);

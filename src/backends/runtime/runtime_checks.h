@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,20 +23,29 @@
 namespace gpupool {
 namespace runtime_internal {
 
-// A CU mask is a HIP extension; where it exists the create call takes no
-// flags or priority, so a config asking for others would be silently
-// ignored. Both cases are the caller's to fix.
-// OK when `device` is in [0, device_count); else kCaller InvalidArgument.
+// The out-of-range error of CheckDeviceRange (kCaller InvalidArgument).
 template <typename Api>
-absl::Status CheckDeviceRange(int device, int device_count) {
-  if (ABSL_PREDICT_TRUE(device >= 0 && device < device_count)) {
-    return absl::OkStatus();
-  }
+ABSL_ATTRIBUTE_NOINLINE absl::Status DeviceOutOfRange(int device,
+                                                      int device_count) {
   return FaultError(Fault::kCaller, absl::StatusCode::kInvalidArgument,
                     absl::StrCat(Api::kCallPrefix, " device ", device,
                                  " is out of range [0, ", device_count, ")"));
 }
 
+// OK when `device` is in [0, device_count); else kCaller InvalidArgument.
+// Every primitive's first check: inline, the message built out of line.
+template <typename Api>
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status CheckDeviceRange(
+    int device, int device_count) {
+  if (ABSL_PREDICT_TRUE(device >= 0 && device < device_count)) {
+    return absl::OkStatus();
+  }
+  return DeviceOutOfRange<Api>(device, device_count);
+}
+
+// A CU mask is a HIP extension; where it exists the create call takes no
+// flags or priority, so a config asking for others would be silently
+// ignored. Both cases are the caller's to fix.
 template <typename Api>
 absl::Status CheckCuMask(int device, const StreamConfig& config) {
   if (config.cu_mask.empty()) return absl::OkStatus();
