@@ -400,18 +400,16 @@ void AllocationShard::TakeStale(uint64_t generation, BlockVector* stale) {
 
 void AllocationShard::TakeStaleSlowLocked(uint64_t generation,
                                           BlockVector* out) {
-  stale_left_ = false;
-  if (generation > seen_generation_) {
-    seen_generation_ = generation;
-    // Stashed events may be the dead generation's: out, uncounted (not
-    // blocks).
+  bool new_generation = false;
+  // What is older than the newest generation swept goes, whatever
+  // generation the caller read.
+  generation = swept_.BeginSweep(generation, &new_generation);
+  // Stashed events may be the dead generation's: out, uncounted (not blocks).
+  if (new_generation) {
     if (AllocationBlock* carrier = CarryOut(&spare_events_, &records_)) {
       out->push_back(carrier);
     }
   }
-  // What is older than the newest generation seen (a late caller's older
-  // `generation` sweeps as the newest did).
-  generation = seen_generation_;
   int64_t dropped = TakeStaleParkedLocked(generation, out);
   auto drop = [&](AllocationBlock* block) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (block->generation >= generation) return true;

@@ -49,9 +49,11 @@
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
 #include "src/allocation/free_index.h"
+#include "src/allocation/in_use.h"
 #include "src/allocation/parked.h"
 #include "src/allocation/release_slot.h"
 #include "src/allocation/segment.h"
+#include "src/allocation/swept_generation.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/handle_ledger.h"
 #include "src/lifetime/lease_ids.h"
@@ -368,8 +370,7 @@ class alignas(kCacheLine) AllocationShard {
       block->spare_events.clear();
     }
     AddInUseLocked(block);
-    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use,
-                                        stats_.bytes_in_use - fencing_.bytes);
+    in_use_.RaisePeak();
   }
   // The lease's own fields, which every lease sets (LeaseLocked, and a
   // block taken back from the release slot, in use throughout).
@@ -396,49 +397,27 @@ class alignas(kCacheLine) AllocationShard {
   // raises the peak (LeaseLocked).
   void AddInUseLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    in_use_.PushFront(block);
+    in_use_.Add(block);
     block->whole_in_use = IsWholeSegment(block);
-    ++stats_.allocations_in_use;
-    stats_.bytes_in_use += static_cast<int64_t>(block->size);
-    stats_.bytes_rounded += static_cast<int64_t>(block->size);
-    stats_.bytes_requested += static_cast<int64_t>(block->requested);
   }
   void RemoveInUseLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (ABSL_PREDICT_FALSE(block->fencing)) EndFencingLocked(block);
     in_use_.Remove(block);
-    --stats_.allocations_in_use;
-    stats_.bytes_in_use -= static_cast<int64_t>(block->size);
-    stats_.bytes_rounded -= static_cast<int64_t>(block->size);
-    stats_.bytes_requested -= static_cast<int64_t>(block->requested);
   }
   // Takes out what is older than `generation` once per generation, and
-  // again after a block older than the newest generation seen came in
-  // (NoteStaleLocked). Generations only grow: a late caller never drops a
-  // newer one's blocks.
+  // again after a stale block came in (swept_generation.h). A late
+  // caller's older `generation` never drops a newer one's blocks.
   void TakeStaleLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (ABSL_PREDICT_FALSE(generation > seen_generation_ || stale_left_)) {
-      TakeStaleSlowLocked(generation, out);
-    }
+    if (swept_.SweepDue(generation)) TakeStaleSlowLocked(generation, out);
   }
-  // Whether `block`, brought back by a caller that read `generation`, is of
-  // a dead generation: poisoned since the read, or poisoned, recovered and
-  // swept here since (a generation older than the newest seen).
   bool DeadLocked(const AllocationBlock& block, uint64_t generation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return block.generation != generation ||
-           block.generation < seen_generation_;
+    return swept_.Dead(block, generation);
   }
-  // A block coming into the cache (parked, listed or retiring) whose
-  // generation was swept already: a release that read the device's
-  // generation just before another thread's poison, recovery and sweep.
-  // The next sweep takes it out, before anything may be taken.
   void NoteStaleLocked(const AllocationBlock& block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (ABSL_PREDICT_FALSE(block.generation < seen_generation_)) {
-      stale_left_ = true;
-    }
+    swept_.NoteStale(block.generation);
   }
   void TakeStaleSlowLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -477,10 +456,6 @@ class alignas(kCacheLine) AllocationShard {
                                   const LeaseRequest& request,
                                   uint64_t generation, SlotMiss miss,
                                   BlockVector* candidates)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartFencingLocked(AllocationBlock* block)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndFencingLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What Park would have done at the slot's block's release.
   void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -539,7 +514,8 @@ class alignas(kCacheLine) AllocationShard {
   // Lease ids, drawn in blocks from the process's counter (one shared write
   // per 65,536 allocations, not one per allocation).
   LeaseIdBlock lease_ids_ ABSL_GUARDED_BY(mu_);
-  PrimaryList in_use_ ABSL_GUARDED_BY(mu_);
+  // Leases, and parked blocks being fenced, with their gauges (in_use.h).
+  InUseList in_use_ ABSL_GUARDED_BY(mu_);
   // Records of blocks a merge dropped, for the next split (segment.h).
   BlockRecords records_ ABSL_GUARDED_BY(mu_);
   // Spare events for leases that have none (segment.h).
@@ -550,16 +526,7 @@ class alignas(kCacheLine) AllocationShard {
   // Records of leaked parts of segments (LeaveSegment), until the shard
   // goes.
   PrimaryList leaked_parts_ ABSL_GUARDED_BY(mu_);
-  // Blocks taken off their lanes to be fenced (AllocationBlock::fencing):
-  // in use for the shard's lists, cached for what observers see.
-  struct Fencing {
-    int64_t blocks = 0;
-    int64_t bytes = 0;
-    int64_t requested = 0;
-  };
-  Fencing fencing_ ABSL_GUARDED_BY(mu_);
-  uint64_t seen_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stale_left_ ABSL_GUARDED_BY(mu_) = false;  // NoteStaleLocked
+  SweptGeneration swept_ ABSL_GUARDED_BY(mu_);
   // Gauges and policy counters; the departure counters come from ledger_.
   AllocationCacheStats stats_ ABSL_GUARDED_BY(mu_);
   HandleLedger ledger_ ABSL_GUARDED_BY(mu_);

@@ -62,7 +62,7 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
   buffer->generation = generation;
   // Claimed before another thread's poison, recovery and sweep: the next
   // sweep takes it.
-  if (generation < seen_generation_) stale_left_ = true;
+  swept_.NoteStale(generation);
   ++stats_.stable_allocations;
   stats_.bytes_stable += static_cast<int64_t>(capacity);
   if (old != nullptr) ++stats_.stable_reallocations;
@@ -93,11 +93,10 @@ void AllocationShard::ForEachBlock(
     absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)
     const {
   SettledLock lock(this);
-  for (const AllocationBlock* block = in_use_.front(); block != nullptr;
-       block = PrimaryList::Next(block)) {
+  in_use_.ForEach([&visit](const AllocationBlock& block) {
     // A block being fenced is still the parked block it was.
-    visit(*block, block->fencing ? BlockUse::kPending : BlockUse::kLeased);
-  }
+    visit(block, block.fencing ? BlockUse::kPending : BlockUse::kLeased);
+  });
   index_.ForEachListed([&visit](const AllocationBlock& block, bool pending) {
     visit(block, pending ? BlockUse::kPending : BlockUse::kFree);
   });
@@ -267,13 +266,8 @@ AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
   UnreserveSlotBlock(*block);
   ++stats_.hits;
   block->fence_at_release = false;  // back on its own stream
-  stats_.bytes_requested -= static_cast<int64_t>(block->requested);
+  in_use_.Relend(block, request.bytes);
   StampLeaseLocked(block, request);
-  stats_.bytes_requested += static_cast<int64_t>(block->requested);
-  if (in_use_.front() != block) {  // else the newest already
-    in_use_.Remove(block);
-    in_use_.PushFront(block);
-  }
   return block;
 }
 
@@ -324,22 +318,8 @@ void AllocationShard::Unpark(std::optional<NativeStream> stream,
     // it (TakeBack, or Park again), which takes it out of the gauges once
     // more. Until then observers see it cached, as it was.
     AddInUseLocked(block);
-    StartFencingLocked(block);
+    in_use_.StartFencing(block);
   }
-}
-
-void AllocationShard::StartFencingLocked(AllocationBlock* block) {
-  block->fencing = true;
-  ++fencing_.blocks;
-  fencing_.bytes += static_cast<int64_t>(block->size);
-  fencing_.requested += static_cast<int64_t>(block->requested);
-}
-
-void AllocationShard::EndFencingLocked(AllocationBlock* block) {
-  block->fencing = false;
-  --fencing_.blocks;
-  fencing_.bytes -= static_cast<int64_t>(block->size);
-  fencing_.requested -= static_cast<int64_t>(block->requested);
 }
 
 int64_t AllocationShard::TakeStaleParkedLocked(uint64_t generation,
@@ -377,12 +357,7 @@ AllocationCacheStats AllocationShard::Stats() const {
   SettledLock lock(this);
   AllocationCacheStats stats = stats_;
   // Blocks being fenced count as the cached blocks they were (Unpark).
-  stats.allocations_in_use -= fencing_.blocks;
-  stats.bytes_in_use -= fencing_.bytes;
-  stats.bytes_rounded -= fencing_.bytes;
-  stats.bytes_requested -= fencing_.requested;
-  stats.blocks_cached += fencing_.blocks;
-  stats.bytes_cached += fencing_.bytes;
+  in_use_.AddTo(&stats);
   stats.runtime_allocations = ledger_.admitted();
   stats.runtime_frees = ledger_.departed(RetireReason::kDestroyed);
   stats.blocks_dropped = ledger_.departed(RetireReason::kDropped);
@@ -393,14 +368,13 @@ AllocationCacheStats AllocationShard::Stats() const {
 void AllocationShard::AppendOutstanding(
     std::vector<OutstandingLease>* out) const {
   SettledLock lock(this);
-  for (const AllocationBlock* block = in_use_.front(); block != nullptr;
-       block = PrimaryList::Next(block)) {
-    if (block->fencing) continue;  // a parked block, not a lease
+  in_use_.ForEach([this, out](const AllocationBlock& block) {
+    if (block.fencing) return;  // a parked block, not a lease
     out->push_back(OutstandingLease{
         "allocation", device_,
-        absl::StrCat(MemoryKindName(kind_), " ", block->requested, " bytes"),
-        block->lease_id, block->where});
-  }
+        absl::StrCat(MemoryKindName(kind_), " ", block.requested, " bytes"),
+        block.lease_id, block.where});
+  });
 }
 
 }  // namespace gpupool::internal

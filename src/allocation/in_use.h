@@ -1,0 +1,100 @@
+// The blocks of one allocation shard that are out of its care for now: its
+// leases, newest first (the leak report's order), with their gauges (count,
+// bytes, bytes asked for, the peak), and the parked blocks taken off their
+// lanes to have their fence recorded (fencing), which sit in the list until
+// their release but count, for whoever looks, as the cached blocks they
+// still are.
+//
+// Thread safety: none of its own; the shard's lock guards it.
+
+#ifndef GPUPOOL_SRC_ALLOCATION_IN_USE_H_
+#define GPUPOOL_SRC_ALLOCATION_IN_USE_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/base/optimization.h"
+#include "gpupool/allocation_cache.h"
+#include "src/allocation/block.h"
+
+namespace gpupool::internal {
+
+class InUseList {
+ public:
+  // The newest lease, or a block taken off its lane (fencing), first.
+  void Add(AllocationBlock* block) {
+    list_.PushFront(block);
+    ++count_;
+    bytes_ += static_cast<int64_t>(block->size);
+    requested_ += static_cast<int64_t>(block->requested);
+  }
+  void Remove(AllocationBlock* block) {
+    if (ABSL_PREDICT_FALSE(block->fencing)) {
+      block->fencing = false;
+      --fencing_.count;
+      fencing_.bytes -= static_cast<int64_t>(block->size);
+      fencing_.requested -= static_cast<int64_t>(block->requested);
+    }
+    list_.Remove(block);
+    --count_;
+    bytes_ -= static_cast<int64_t>(block->size);
+    requested_ -= static_cast<int64_t>(block->requested);
+  }
+  // After a lease (Add): the peak of the leases' bytes.
+  void RaisePeak() { peak_ = std::max(peak_, bytes_ - fencing_.bytes); }
+  // A block still in the list leased again (the release slot's hit):
+  // `requested` is what the new lease asked for; it becomes the newest.
+  void Relend(AllocationBlock* block, size_t requested) {
+    requested_ += static_cast<int64_t>(requested) -
+                  static_cast<int64_t>(block->requested);
+    block->requested = requested;
+    if (list_.front() != block) {  // else the newest already
+      list_.Remove(block);
+      list_.PushFront(block);
+    }
+  }
+  // `block` (just added) is a parked block to be fenced, not a lease.
+  void StartFencing(AllocationBlock* block) {
+    block->fencing = true;
+    ++fencing_.count;
+    fencing_.bytes += static_cast<int64_t>(block->size);
+    fencing_.requested += static_cast<int64_t>(block->requested);
+  }
+
+  // The gauges into `stats`: the leases in use, and blocks being fenced as
+  // cached.
+  void AddTo(AllocationCacheStats* stats) const {
+    stats->allocations_in_use = count_ - fencing_.count;
+    stats->bytes_in_use = bytes_ - fencing_.bytes;
+    stats->bytes_rounded = bytes_ - fencing_.bytes;
+    stats->bytes_requested = requested_ - fencing_.requested;
+    stats->peak_bytes_in_use = peak_;
+    stats->blocks_cached += fencing_.count;
+    stats->bytes_cached += fencing_.bytes;
+  }
+  // Newest first; `visit(block)` for every block, fencing ones included.
+  template <typename Visit>
+  void ForEach(Visit visit) const {
+    for (const AllocationBlock* block = list_.front(); block != nullptr;
+         block = PrimaryList::Next(block)) {
+      visit(*block);
+    }
+  }
+
+ private:
+  struct Fencing {
+    int64_t count = 0;
+    int64_t bytes = 0;
+    int64_t requested = 0;
+  };
+  PrimaryList list_;
+  int64_t count_ = 0;
+  int64_t bytes_ = 0;  // rounded: the blocks' sizes
+  int64_t requested_ = 0;
+  int64_t peak_ = 0;
+  Fencing fencing_;
+};
+
+}  // namespace gpupool::internal
+
+#endif  // GPUPOOL_SRC_ALLOCATION_IN_USE_H_
