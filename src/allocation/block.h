@@ -101,7 +101,8 @@ struct AllocationBlock {
   bool whole_in_use = false;
   // Taken off its lane to have its fence recorded (AllocationShard::Unpark):
   // in the in-use list for the release that follows, but counted and shown
-  // as the cached block it still is until then.
+  // as the cached block it still is until then. Its `events` and
+  // `release_stream` are the fencer's (written outside the lock) meanwhile.
   bool fencing = false;
   // While listed pending on one stream: that stream's lists in the free
   // index (opaque here), so that unlisting needs no second lookup.

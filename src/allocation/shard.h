@@ -263,7 +263,9 @@ class alignas(kCacheLine) AllocationShard {
   // For snapshots, under the shard's lock: every block it lists (leased,
   // cached ready or pending, retiring) and every stable buffer holding
   // memory. Blocks taken out of use (held, or a capture router's) are not
-  // listed here.
+  // listed here. A block being fenced (`fencing`) is visited as pending; its
+  // `events` and `release_stream` are written outside the lock meanwhile and
+  // must not be read (its `uses` may).
   void ForEachBlock(
       absl::FunctionRef<void(const AllocationBlock&, BlockUse)> visit,
       absl::FunctionRef<void(absl::string_view, const StableBuffer&)> stable)

@@ -64,6 +64,12 @@ BlockSnapshot Describe(const AllocationBlock& block, BlockUse use,
     if (block.leased_unix_ns != 0) {
       out.age_ns = std::max<int64_t>(0, now_unix_ns - block.leased_unix_ns);
     }
+  } else if (block.fencing) {
+    // Its fence is being recorded outside the shard's lock: its events and
+    // release stream are the fencer's now. It will wait for one event per
+    // stream that used it (read only while it is fenced).
+    out.pending_events = static_cast<int>(block.uses.size());
+    if (block.uses.size() == 1) out.stream = block.uses.front();
   } else {
     out.pending_events = static_cast<int>(block.events.size());
     out.stream = block.release_stream;

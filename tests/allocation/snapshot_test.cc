@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/allocation/sim_fixture.h"
 #include "tests/allocation/snapshot_blocks.h"
+#include "tests/util/checking_backend.h"
 
 namespace gpupool {
 namespace {
@@ -197,6 +198,51 @@ TEST_F(SnapshotTest, EveryBlockStateWithItsFields) {
   pinned->Release();
   EXPECT_THAT(stable.Release("weights", 1), IsOk());
   sim_.CompleteAllWork();
+}
+
+// Under deferred fences a parked block another stream wants has its fence
+// recorded outside the shard's lock. A snapshot taken meanwhile (here from
+// inside that very record, as another thread could) shows the pending block
+// it is becoming, one event on the stream it was released on, and reads
+// nothing the fencer is writing (the threaded release-slot test runs this
+// under ThreadSanitizer).
+TEST_F(SnapshotTest, ABlockBeingFencedIsShownPendingOnItsStream) {
+  ::gpupool::testing::CheckingBackend checked(sim_);
+  AllocationCacheOptions options;
+  options.defer_same_stream_fences = true;
+  AllocationCache cache(checked, *events_, health_, options);
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  uint64_t bytes = 0;
+  {
+    absl::StatusOr<PooledAllocation> first =
+        cache.Allocate(0, kMiB, MemoryKind::kDevice, a);
+    ASSERT_THAT(first, IsOk());
+  }  // parked on `a`, its fence deferred
+  const std::vector<BlockSnapshot> parked =
+      SnapshotBlocks(TakeSnapshot(cache), 0);
+  ASSERT_EQ(parked.size(), 1u);
+  EXPECT_EQ(parked[0].use, BlockUse::kPending);
+  bytes = parked[0].bytes;
+
+  std::vector<BlockSnapshot> seen;
+  int records = 0;
+  checked.BeforeEachCall([&](SimOp op, int) {
+    if (op != SimOp::kEventRecord) return;
+    ++records;
+    seen = SnapshotBlocks(TakeSnapshot(cache), 0);
+  });
+  absl::StatusOr<PooledAllocation> second =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, b);
+  checked.BeforeEachCall(nullptr);
+  ASSERT_THAT(second, IsOk());
+  ASSERT_EQ(records, 1);  // the parked block's fence, and nothing else
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].use, BlockUse::kPending);
+  EXPECT_EQ(seen[0].bytes, bytes);
+  EXPECT_EQ(seen[0].pending_events, 1);
+  EXPECT_EQ(seen[0].stream, a);
+  EXPECT_EQ(seen[0].lease_id, 0u);
 }
 
 TEST_F(SnapshotTest, TraceKeepsTheLastEventsWithTotals) {

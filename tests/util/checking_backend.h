@@ -83,6 +83,13 @@ class CheckingBackend final : public Backend {
     on_violation_ = std::move(hook);
   }
 
+  // Called (outside our lock) before each call is passed on, e.g. to look
+  // at the pools from inside one of their calls, as another thread could.
+  // Set while no call is in flight.
+  void BeforeEachCall(std::function<void(SimOp, int device)> hook) {
+    before_call_ = std::move(hook);
+  }
+
   SimBackend& sim() const { return sim_; }
   int marker_count(size_t marker) const { return counts_[marker].load(); }
   int64_t violation_count() const { return violation_count_.load(); }
@@ -230,6 +237,7 @@ class CheckingBackend final : public Backend {
 
   template <typename Fn>
   auto Call(SimOp op, int device, Fn fn) -> decltype(fn()) {
+    if (before_call_) before_call_(op, device);
     const bool valid = device >= 0 && device < device_count_;
     if (valid && PoisonedForChecks(device)) {
       violation_count_.fetch_add(1);
@@ -263,6 +271,7 @@ class CheckingBackend final : public Backend {
   std::atomic<int64_t> violation_count_{0};
   std::atomic<bool> complete_on_synchronize_{false};
   std::function<void(absl::string_view)> on_violation_;
+  std::function<void(SimOp, int)> before_call_;
   // On the heap and leaked in a fork()ed child: the child may destroy this
   // backend (with the pools that own it) while a parent thread held
   // Abseil's process-wide deadlock-detection lock, which ~absl::Mutex takes.
