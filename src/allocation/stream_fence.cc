@@ -32,26 +32,36 @@ void ReleaseCompleted(BlockEvents* events) {
 BlockState StreamOrderFence::RecordReadyEvents(AllocationBlock* block) {
   // Re-recording an event is allowed whatever its previous record's state,
   // and nothing else waits on these.
-  const int device = block->device;
   block->release_stream = nullptr;
-  if (block->uses.size() == 1 && block->events.size() == 1) {
+  if (ABSL_PREDICT_TRUE(block->uses.size() == 1 && block->events.size() == 1)) {
     // The steady same-stream cycle: the event of the block's last release,
     // kept through its hit, is re-recorded where it is.
     NativeStream stream = block->uses.front();
-    absl::Status status =
-        backend_.RecordEvent(device, block->events.front().get(), stream);
+    absl::Status status = backend_.RecordEvent(
+        block->device, block->events.front().get(), stream);
     if (ABSL_PREDICT_TRUE(status.ok())) {
       block->release_stream = stream;
       return BlockState::kPending;
     }
-    absl::StatusOr<PooledEvent> event = std::move(block->events.front());
-    block->events.clear();
-    if (std::optional<BlockState> state =
-            NoReadyEvent(block, stream, event, status)) {
-      return *state;
-    }
-    return BlockState::kIdle;
+    return SpareNotRecorded(block, stream, status);
   }
+  return RecordOnEveryStream(block);
+}
+
+BlockState StreamOrderFence::SpareNotRecorded(AllocationBlock* block,
+                                              NativeStream stream,
+                                              const absl::Status& status) {
+  absl::StatusOr<PooledEvent> event = std::move(block->events.front());
+  block->events.clear();
+  if (std::optional<BlockState> state =
+          NoReadyEvent(block, stream, event, status)) {
+    return *state;
+  }
+  return BlockState::kIdle;
+}
+
+BlockState StreamOrderFence::RecordOnEveryStream(AllocationBlock* block) {
+  const int device = block->device;
   BlockEvents spares = std::move(block->events);
   block->events.clear();
   NativeStream single_stream = nullptr;

@@ -13,6 +13,7 @@
 
 #include <optional>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
@@ -79,6 +80,14 @@ class StreamOrderFence {
                                          const absl::Status& status);
   BlockState ReactToEventFault(AllocationBlock* block,
                                const absl::Status& status);
+  // RecordReadyEvents out of its steady cycle (out of line, so that the
+  // cycle's own path stays small): the re-record of the one spare event
+  // failed with `status`; or the block has no single spare event for its
+  // single stream.
+  ABSL_ATTRIBUTE_NOINLINE BlockState SpareNotRecorded(
+      AllocationBlock* block, NativeStream stream, const absl::Status& status);
+  ABSL_ATTRIBUTE_NOINLINE BlockState
+  RecordOnEveryStream(AllocationBlock* block);
 
   Backend& backend_;
   EventPool& events_;

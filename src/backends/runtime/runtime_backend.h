@@ -325,10 +325,7 @@ class RuntimeBackend final : public Backend {
       return ToStatus(Api::EventRecord(ToEvent(event), ToStream(stream)),
                       "EventRecord", device);
     }
-    CurrentDeviceGuard<Api> guard(device);
-    if (!guard.status().ok()) return guard.status();
-    return ToStatus(Api::EventRecord(ToEvent(event), ToStream(stream)),
-                    "EventRecord", device);
+    return RecordOnLegacyStream(device, event);
   }
 
   absl::Status QueryEvent(int device, NativeEvent event) override {
@@ -477,6 +474,16 @@ class RuntimeBackend final : public Backend {
 
   absl::Status CheckDevice(int device) const {
     return CheckDeviceRange<Api>(device, device_count_);
+  }
+
+  // RecordEvent on the null stream, which names no device: recorded with
+  // `device` current (out of line: the path with a stream stays small).
+  ABSL_ATTRIBUTE_NOINLINE absl::Status RecordOnLegacyStream(int device,
+                                                            NativeEvent event) {
+    CurrentDeviceGuard<Api> guard(device);
+    if (!guard.status().ok()) return guard.status();
+    return ToStatus(Api::EventRecord(ToEvent(event), nullptr), "EventRecord",
+                    device);
   }
 
   const int device_count_;
