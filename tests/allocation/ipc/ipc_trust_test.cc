@@ -522,7 +522,10 @@ TEST_F(IpcTrustTest, OneImporterCannotReleaseAnothersPin) {
 }
 
 // A killed exporter: its handles are NotFound, and its table and segments
-// are reaped by the next process of this user that exports.
+// are reaped by the next process of this user that looks (an import of its
+// handle, an export). That may be another test process running beside
+// this one, so what is checked is that they are gone once this process
+// has looked, whoever reaped them.
 TEST_F(IpcTrustTest, AKilledExportersFilesAreReapedAndItsHandlesNotFound) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
   const IpcHandle orphan = FromWire(peer->Ask("export ring0 4096 3"));
@@ -538,16 +541,14 @@ TEST_F(IpcTrustTest, AKilledExportersFilesAreReapedAndItsHandlesNotFound) {
   struct stat table;
   ASSERT_EQ(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
   peer->Kill();
-  // Still there: nobody removed them.
-  EXPECT_EQ(FilesStartingWith(segments), 1);
-  EXPECT_EQ(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
 
   absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(orphan, 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kNotFound)
       << lease.status();
   EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 0);
-  // The import found the exporter dead and removed its table; our first
-  // export reaps the segments it left.
+  // The import found the exporter dead (or its table already reaped) and
+  // its table is gone; our first export reaps the segments it left, if no
+  // other process of ours did first.
   EXPECT_NE(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
   ASSERT_TRUE(gpupool::StableBuffers(*cache_).Export("mine", 0, 4096).ok());
   EXPECT_EQ(FilesStartingWith(segments), 0);
