@@ -213,7 +213,6 @@ TEST_F(SnapshotTest, ABlockBeingFencedIsShownPendingOnItsStream) {
   AllocationCache cache(checked, *events_, health_, options);
   NativeStream a = NewStream();
   NativeStream b = NewStream();
-  uint64_t bytes = 0;
   {
     absl::StatusOr<PooledAllocation> first =
         cache.Allocate(0, kMiB, MemoryKind::kDevice, a);
@@ -223,7 +222,7 @@ TEST_F(SnapshotTest, ABlockBeingFencedIsShownPendingOnItsStream) {
       SnapshotBlocks(TakeSnapshot(cache), 0);
   ASSERT_EQ(parked.size(), 1u);
   EXPECT_EQ(parked[0].use, BlockUse::kPending);
-  bytes = parked[0].bytes;
+  const uint64_t bytes = parked[0].bytes;
 
   std::vector<BlockSnapshot> seen;
   int records = 0;
