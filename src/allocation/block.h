@@ -99,6 +99,11 @@ struct AllocationBlock {
   // stays what it was (only free blocks are split or merged), but its
   // neighbours' links may change under the lock meanwhile.
   bool whole_in_use = false;
+  // In the release slot with the hold its lease had on the shard's lease
+  // owner (AllocationShard::Stash): the next lease of the block takes that
+  // hold over (AllocationCacheCore::MakeLease), anything else that takes
+  // the block out of the slot drops it (AllocationShard::DropSlotHoldLocked).
+  bool slot_hold = false;
   // Taken off its lane to have its fence recorded (AllocationShard::Unpark):
   // in the in-use list for the release that follows, but counted and shown
   // as the cached block it still is until then. Its `events` and

@@ -22,6 +22,9 @@ namespace {
 
 constexpr MemoryKind kKinds[] = {MemoryKind::kDevice, MemoryKind::kPinnedHost};
 
+// Cores alive in the process (AllocationCacheCore::LiveForTesting).
+std::atomic<int64_t> live_cores{0};
+
 bool IsKnownKind(MemoryKind kind) {
   return kind == MemoryKind::kDevice || kind == MemoryKind::kPinnedHost;
 }
@@ -43,7 +46,9 @@ AllocationCacheOptions Sanitize(AllocationCacheOptions options) {
 void AllocationLeaseOwner::Return(void* handle, uint64_t /*lease_id*/,
                                   uint32_t /*site*/, uint64_t /*generation*/,
                                   ReturnAs /*how*/) {
-  core_->Return(static_cast<AllocationBlock*>(handle));
+  // Stashed, the block carries this lease's hold to its next lease: neither
+  // this owner nor the core may be touched any more.
+  if (core_->Return(static_cast<AllocationBlock*>(handle))) return;
   Drop();
 }
 
@@ -56,6 +61,7 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
                 health != nullptr ? std::move(health) : events.health()),
       fence_(backend, events, lifetime_.device_health(),
              options_.event_config) {
+  live_cores.fetch_add(1, std::memory_order_relaxed);
   const int devices = lifetime_.device_count();
   const int classes = SizeClassCount(options_.max_cached_block_bytes);
   device_cached_bytes_ = std::make_unique<DeviceBytes[]>(std::max(devices, 1));
@@ -75,7 +81,12 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
   }
 }
 
+int64_t AllocationCacheCore::LiveForTesting() {
+  return live_cores.load(std::memory_order_relaxed);
+}
+
 AllocationCacheCore::~AllocationCacheCore() {
+  live_cores.fetch_sub(1, std::memory_order_relaxed);
   // A parent thread may have held a shard lock at fork() time and its lists
   // may be half-updated: touch nothing in a child (the lifetime leaks the
   // health the same way).
@@ -156,6 +167,7 @@ void AllocationCacheCore::MakeLeaseAnchors() {
   lease_anchors_.reserve(shards_.size());
   for (const auto& shard : shards_) {
     lease_anchors_.push_back(new AllocationLeaseOwner(self, shard.get()));
+    shard->set_lease_holds(lease_anchors_.back()->holders());
   }
 }
 
@@ -172,9 +184,13 @@ PooledAllocation AllocationCacheCore::MakeLease(AllocationBlock* block) {
                       block->lease_id, block->where,
                       /*reused=*/!TakeRuntimeMallocMark());
   }
+  AllocationLeaseOwner* owner =
+      lease_anchors_[ShardIndex(block->device, block->kind)];
+  // A block from the release slot brings its last lease's hold along.
+  LeaseOwner* held = block->slot_hold ? owner : owner->Hold();
+  block->slot_hold = false;
   return PooledAllocation(
-      Lease(lease_anchors_[ShardIndex(block->device, block->kind)]->Hold(),
-            block, block->lease_id, /*site=*/0, block->generation),
+      Lease(held, block, block->lease_id, /*site=*/0, block->generation),
       *block);
 }
 
@@ -376,10 +392,10 @@ AllocationBlock* AllocationCacheCore::TakeFromCandidates(
   return chosen;
 }
 
-void AllocationCacheCore::Return(AllocationBlock* block) {
+bool AllocationCacheCore::Return(AllocationBlock* block) {
   // A fork() child takes no lock and makes no runtime call: the memory
   // belongs to the parent's context. The record is leaked with it.
-  if (Forked()) return;
+  if (Forked()) return false;
   AllocationShard& shard = Shard(block->device, block->kind);
   const int device = block->device;
   if (ABSL_PREDICT_FALSE(trace_ != nullptr)) {
@@ -389,7 +405,7 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   CaptureRouter* router = capture_router_.load(std::memory_order_acquire);
   if (block->owner != nullptr) {  // only a router sets it
     router->Return(shard, block);
-    return;
+    return false;
   }
 
   BlockState state = BlockState::kIdle;
@@ -400,36 +416,46 @@ void AllocationCacheCore::Return(AllocationBlock* block) {
   } else if (ABSL_PREDICT_FALSE(options_.detect_unregistered_captures ||
                                 (router != nullptr && router->Routing()))) {
     // Used on a capturing stream: the captured work may replay it.
-    if (HoldIfCapturing(shard, block)) return;
+    if (HoldIfCapturing(shard, block)) return false;
     // The capture query may have met a sticky error.
     if (poisoned(device)) {
       state = BlockState::kDrop;
-    } else if (ParkDeferred(shard, block)) {
-      return;
+    } else if (Parked parked = ParkDeferred(shard, block);
+               parked != Parked::kNo) {
+      return parked == Parked::kStashed;
     } else {
       state = fence_.RecordReadyEvents(block);
-      if (ParkFenced(shard, block, state)) return;
+      if (Parked fenced = ParkFenced(shard, block, state);
+          fenced != Parked::kNo) {
+        return fenced == Parked::kStashed;
+      }
     }
-  } else if (ParkDeferred(shard, block)) {
-    return;  // no runtime call: fenced before anything else may have it
+  } else if (Parked parked = ParkDeferred(shard, block);
+             parked != Parked::kNo) {
+    // No runtime call: fenced before anything else may have it.
+    return parked == Parked::kStashed;
   } else {
     state = fence_.RecordReadyEvents(block);
     // Its stream's next request of its size takes it back from its lane.
-    if (ParkFenced(shard, block, state)) return;
+    if (Parked fenced = ParkFenced(shard, block, state);
+        fenced != Parked::kNo) {
+      return fenced == Parked::kStashed;
+    }
   }
 
   Settle(shard, block, state);
+  return false;
 }
 
-bool AllocationCacheCore::ParkIn(AllocationShard& shard,
-                                 AllocationBlock* block) {
+AllocationCacheCore::Parked AllocationCacheCore::ParkIn(
+    AllocationShard& shard, AllocationBlock* block) {
   const uint64_t block_generation = generation(block->device);
   // The release slot first: the lock is taken by whoever comes next.
-  if (shard.Stash(block, block_generation)) return true;
+  if (shard.Stash(block, block_generation)) return Parked::kStashed;
   AllocationBlock* to_poll = nullptr;
-  if (!shard.Park(block, block_generation, &to_poll)) return false;
+  if (!shard.Park(block, block_generation, &to_poll)) return Parked::kNo;
   if (to_poll != nullptr) CheckRetiring(shard, to_poll);
-  return true;
+  return Parked::kParked;
 }
 
 void AllocationCacheCore::Settle(AllocationShard& shard, AllocationBlock* block,

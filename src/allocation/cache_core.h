@@ -72,6 +72,9 @@ class alignas(kCacheLine) AllocationLeaseOwner final : public LeaseOwner {
     holders_.fetch_add(1, std::memory_order_relaxed);
     return this;
   }
+  // The count itself, for the shard's release slot, whose block carries
+  // its lease's hold to the next lease (AllocationShard::Stash).
+  std::atomic<int64_t>* holders() { return &holders_; }
   // One holder fewer; the last one deletes the owner.
   void Drop() {
     if (holders_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -92,6 +95,10 @@ class AllocationCacheCore
                       std::shared_ptr<DeviceHealth> health,
                       AllocationCacheOptions options);
   ~AllocationCacheCore();
+  // Cores alive in this process: a core goes with the last hold on its
+  // shards' lease owners (the cache's own, each lease's, each release
+  // slot's). For tests.
+  static int64_t LiveForTesting();
 
   // Called once by the owning AllocationCache, right after construction
   // (they need shared_from_this()), and at its destruction after
@@ -112,7 +119,9 @@ class AllocationCacheCore
                                             NativeStream stream,
                                             SourceLocation where);
   // Takes back the block of a released lease.
-  void Return(AllocationBlock* block);
+  // True when the block went into its shard's release slot with the
+  // lease's hold (AllocationShard::Stash): the caller must not drop it.
+  bool Return(AllocationBlock* block);
 
   absl::Status Trim(int device, size_t keep_bytes);
   absl::Status TrimAll();
@@ -293,19 +302,24 @@ class AllocationCacheCore
   // deferred fences too for a block leased across streams,
   // AllocationBlock::fence_at_release). True when it was parked. Inline: a
   // release pays a few tests.
-  bool ParkDeferred(AllocationShard& shard, AllocationBlock* block) {
+  // kStashed: into the release slot, with the lease's hold (Return).
+  enum class Parked { kNo, kParked, kStashed };
+  Parked ParkDeferred(AllocationShard& shard, AllocationBlock* block) {
     return options_.defer_same_stream_fences && !block->fence_at_release &&
-           block->uses.size() == 1 && block->size_class >= 0 &&
-           ParkIn(shard, block);
+                   block->uses.size() == 1 && block->size_class >= 0
+               ? ParkIn(shard, block)
+               : Parked::kNo;
   }
-  bool ParkFenced(AllocationShard& shard, AllocationBlock* block,
-                  BlockState state) {
+  Parked ParkFenced(AllocationShard& shard, AllocationBlock* block,
+                    BlockState state) {
     return (!options_.defer_same_stream_fences || block->fence_at_release) &&
-           state == BlockState::kPending && block->release_stream != nullptr &&
-           block->uses.size() == 1 && block->size_class >= 0 &&
-           ParkIn(shard, block);
+                   state == BlockState::kPending &&
+                   block->release_stream != nullptr &&
+                   block->uses.size() == 1 && block->size_class >= 0
+               ? ParkIn(shard, block)
+               : Parked::kNo;
   }
-  bool ParkIn(AllocationShard& shard, AllocationBlock* block);
+  Parked ParkIn(AllocationShard& shard, AllocationBlock* block);
   // Fences parked blocks (parked.h) of `stream` (all with nullopt) and
   // releases them as any other: a ready event recorded on the stream they
   // were released on, unless it captures now (they stay parked, or are

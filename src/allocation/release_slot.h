@@ -1,14 +1,17 @@
 // An allocation shard's release slot: one block released onto its lane
 // whose bookkeeping (AllocationShard::Park's) is still to be done, handed
 // from a release, which takes no lock, to the next holder of the shard's
-// lock. The protocol, lock-free on the releasing side:
-//   * Offer (no lock): fills the slot only when it is empty.
-//   * Take, PutBack (the shard's lock held): only a lock holder empties the
-//     slot, or refills it with the block it took.
-//   * Close (before the closing lock): an Offer that comes after it (its
-//     store ordered after the close's mark) takes its block back and fails,
-//     so that no block is left in a slot nobody settles; an Offer before it
-//     is settled by the closing lock.
+// lock. The protocol:
+//   * Offer (no lock): fills the slot only when it is empty, with one
+//     compare-and-swap, the releasing thread's last access to the shard
+//     (the block carries its lease's hold on the shard from then on:
+//     AllocationBlock::slot_hold).
+//   * Take, PutBack, Close (the shard's lock held): only a lock holder
+//     empties a full slot, so Take empties it with a load and a store (no
+//     read-modify-write). Close swaps in a mark that no Offer can replace
+//     (an Offer fills only an empty slot), taking the block that was there:
+//     after it every Offer fails, and no block is left in a slot nobody
+//     settles.
 // Holds blocks, never owns them.
 
 #ifndef GPUPOOL_SRC_ALLOCATION_RELEASE_SLOT_H_
@@ -28,28 +31,26 @@ class ReleaseSlot {
 
   // Whether a block waits: a hint without the lock, exact with it.
   bool occupied() const {
-    return slot_.load(std::memory_order_relaxed) != nullptr;
+    AllocationBlock* block = slot_.load(std::memory_order_relaxed);
+    return block != nullptr && block != Closed();
   }
 
   // Leaves `block` in the slot: false, nothing changed, when it holds one
-  // or the slot closed meanwhile.
+  // or is closed. On true the block is no longer the caller's: it may be
+  // taken (and the shard closed) before this returns.
   bool Offer(AllocationBlock* block) {
     AllocationBlock* empty = nullptr;
-    if (!slot_.compare_exchange_strong(empty, block)) return false;
-    // Sequentially consistent with Close: either the closing lock settles
-    // this block, or this load sees the mark and takes it back.
-    if (closed_.load()) {
-      AllocationBlock* mine = block;
-      if (slot_.compare_exchange_strong(mine, nullptr)) return false;
-    }
-    return true;
+    return slot_.compare_exchange_strong(
+        empty, block, std::memory_order_release, std::memory_order_relaxed);
   }
 
   // The block waiting, taken out, or nullptr. The caller holds the shard's
-  // lock.
+  // lock: no other thread empties the slot while it holds a block.
   AllocationBlock* Take() {
-    if (!occupied()) return nullptr;  // no atomic exchange for nothing
-    return slot_.exchange(nullptr, std::memory_order_acquire);
+    AllocationBlock* block = slot_.load(std::memory_order_acquire);
+    if (block == nullptr || block == Closed()) return nullptr;
+    slot_.store(nullptr, std::memory_order_relaxed);
+    return block;
   }
 
   // Puts back the block the caller took (the shard's lock held throughout):
@@ -62,15 +63,25 @@ class ReleaseSlot {
   // The block waiting, left in place (the shard's lock held: only a holder
   // takes it, so its fields may be read).
   AllocationBlock* Peek() const {
-    return slot_.load(std::memory_order_acquire);
+    AllocationBlock* block = slot_.load(std::memory_order_acquire);
+    return block == Closed() ? nullptr : block;
   }
 
-  // Marks the slot closed; the caller then takes the lock and settles it.
-  void Close() { closed_.store(true); }
+  // Closes the slot for good (the shard's lock held) and returns the block
+  // that waited there, if any.
+  AllocationBlock* Close() {
+    AllocationBlock* block =
+        slot_.exchange(Closed(), std::memory_order_acq_rel);
+    return block == Closed() ? nullptr : block;
+  }
 
  private:
+  // The closed mark: an address no block has, never dereferenced.
+  static AllocationBlock* Closed() {
+    return reinterpret_cast<AllocationBlock*>(alignof(AllocationBlock));
+  }
+
   std::atomic<AllocationBlock*> slot_{nullptr};
-  std::atomic<bool> closed_{false};
 };
 
 }  // namespace gpupool::internal

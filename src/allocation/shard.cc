@@ -367,11 +367,13 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
                                      BlockVector* blocks,
                                      std::vector<void*>* stable,
                                      SpareEvents* spares, BlockVector* stale) {
-  // Before the lock (whose settling empties the slot): a later Stash takes
-  // its block back (ReleaseSlot).
-  if (close) slot_.Close();
   SettledLock lock(this);
-  if (close) closed_ = true;
+  if (close) {
+    // A block stashed since the settling is parked (and leaked below, as
+    // a release after the cache's end is); no stash succeeds after this.
+    if (AllocationBlock* late = slot_.Close()) ParkFromSlotLocked(late);
+    closed_ = true;
+  }
   TakeStaleLocked(generation, stale);
   const size_t first_block = blocks->size();
   const size_t first_stable = stable->size();

@@ -198,9 +198,16 @@ class alignas(kCacheLine) AllocationShard {
   // does for a caller that reads the device's cached bytes: what they see
   // is as if Park had run at the release. False, nothing changed, when the
   // slot is full or closed, a retiring block waits for a release to check it
-  // (Park's `to_poll`), or the cap has no room.
+  // (Park's `to_poll`), or the cap has no room. On true the block carries
+  // the hold its lease had on this shard's lease owner (slot_hold) and the
+  // caller must touch neither it nor this shard again: the block may be
+  // leased again, and the cache closed, before Stash returns.
   bool Stash(AllocationBlock* block, uint64_t generation);
   void SettleSlot();
+  // The count of holds on this shard's lease owner (AllocationLeaseOwner),
+  // from which a slot block's hold is dropped when the block leaves the
+  // slot other than as a lease; set once, before the first lease.
+  void set_lease_holds(std::atomic<int64_t>* holds) { lease_holds_ = holds; }
 
   // --- Freeing --------------------------------------------------------------
   // Takes wholly free segments until at least `bytes` were taken, plus every
@@ -463,6 +470,17 @@ class alignas(kCacheLine) AllocationShard {
   void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ParkFromSlotLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the hold a block taken out of the slot carried, unless a lease
+  // takes it over. Never the owner's last hold: the cache's own hold stays
+  // until after its end has closed the slot (AllocationCacheCore::
+  // DropLeaseAnchors comes after FreeEverything(close)), and before that
+  // every block that leaves the slot does so under this lock.
+  void DropSlotHoldLocked(AllocationBlock* block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!block->slot_hold) return;
+    block->slot_hold = false;
+    lease_holds_->fetch_sub(1, std::memory_order_acq_rel);
+  }
   // Whether Stash reserves a block's bytes against the cap (a capped cache;
   // uncapped, the count at settling cannot fail).
   bool SlotReserves() const {
@@ -538,6 +556,7 @@ class alignas(kCacheLine) AllocationShard {
   std::atomic<bool> any_parked_{false};
   // A released block whose Park is still to be done (Stash).
   ReleaseSlot slot_;
+  std::atomic<int64_t>* lease_holds_ = nullptr;  // see set_lease_holds
   // !retiring_.empty(), for Stash.
   std::atomic<bool> any_retiring_{false};
   // Set when the cache is destroyed: later releases leak.

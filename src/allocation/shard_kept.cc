@@ -217,24 +217,26 @@ bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
   }
   // Capped, its bytes count against the cap from now, as Park's would.
   if (SlotReserves() && !Reserve(block->size)) return false;
+  // The lease's hold goes with the block (set before the offer: once the
+  // block is in the slot it is not ours to write).
+  block->slot_hold = true;
+  if (slot_.Offer(block)) return true;  // touch nothing after this
   // Refused, it is parked the ordinary way (which a closed shard refuses).
-  if (!slot_.Offer(block)) {
-    UnreserveSlotBlock(*block);
-    return false;
-  }
-  return true;
+  block->slot_hold = false;
+  UnreserveSlotBlock(*block);
+  return false;
 }
 
 void AllocationShard::SettleSlot() { SettledLock lock(this); }
 
 void AllocationShard::SettleSlotLocked() {
-  // Nothing more once closed: a block offered since is taken back
-  // (ReleaseSlot::Offer).
+  // Nothing more once closed: the slot is too (TakeEverything).
   if (closed_) return;
   if (AllocationBlock* block = slot_.Take()) ParkFromSlotLocked(block);
 }
 
 void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
+  DropSlotHoldLocked(block);
   // Counted as Park counts it; Stash reserved a capped cache's bytes, and
   // an uncapped count cannot fail.
   ++stats_.blocks_cached;
@@ -288,6 +290,7 @@ AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
     // without the lane, the candidate that parking it and taking it out
     // again would give.
     UnreserveSlotBlock(*block);
+    DropSlotHoldLocked(block);  // its lease, if any, holds anew
     RemoveInUseLocked(block);
     block->listed_at = lease_count_;
     candidates->push_back(block);

@@ -40,7 +40,9 @@ class ShardInterleavingTest : public ::testing::Test {
       : shard_(/*device=*/0, MemoryKind::kDevice,
                SizeClassCount(AllocationCacheOptions().max_cached_block_bytes),
                AllocationCacheOptions().max_split_ratio,
-               std::numeric_limits<size_t>::max(), &device_cached_bytes_) {}
+               std::numeric_limits<size_t>::max(), &device_cached_bytes_) {
+    shard_.set_lease_holds(&lease_holds_);
+  }
 
   ~ShardInterleavingTest() override {
     for (AllocationBlock* block : stale_) delete block;
@@ -94,6 +96,9 @@ class ShardInterleavingTest : public ::testing::Test {
   }
 
   std::atomic<size_t> device_cached_bytes_{0};
+  // The lease owner's holds: the cache's own and the one lease these tests
+  // release (a stashed block carries its hold until it leaves the slot).
+  std::atomic<int64_t> lease_holds_{2};
   AllocationShard shard_;
   NativeStream stream_ = reinterpret_cast<NativeStream>(uintptr_t{0x51});
   BlockVector stale_;
@@ -140,14 +145,61 @@ TEST_F(ShardInterleavingTest,
   // Without the lock the slot cannot know of the sweep: it takes the block.
   ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
 
+  EXPECT_TRUE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 2);
+
   EXPECT_EQ(NextRequestTakes(), nullptr);
   ASSERT_EQ(stale_.size(), 1u);
   EXPECT_EQ(stale_[0], block);
+  // Out of the slot, and not leased: the hold it carried is dropped.
+  EXPECT_FALSE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 1);
   const AllocationCacheStats stats = shard_.Stats();
   EXPECT_EQ(stats.blocks_dropped, 1);
   EXPECT_EQ(stats.blocks_cached, 0);
   EXPECT_EQ(stats.bytes_cached, 0);
   EXPECT_EQ(device_cached_bytes_.load(), 0u);
+}
+
+// The slot's block taken back by its stream's next request keeps the hold
+// it carried: the new lease takes it over (AllocationCacheCore::MakeLease).
+TEST_F(ShardInterleavingTest, ASlotHitHandsTheCarriedHoldToTheNextLease) {
+  AllocationBlock* block = Leased();
+  ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
+  bool deferred_left = false;
+  EXPECT_EQ(
+      shard_.TakeParked(Request(), kReadByTheRelease, &stale_, &deferred_left),
+      block);
+  EXPECT_TRUE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 2);
+  EXPECT_EQ(shard_.Stats().allocations_in_use, 1);
+  block->slot_hold = false;  // what MakeLease does
+  const AllocationShard::AfterReturn taken =
+      shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease);
+  EXPECT_EQ(taken.to_delete, nullptr);
+}
+
+// The cache's end closes the slot under its lock: the block waiting there
+// drops its hold, and no release can stash a block afterwards.
+TEST_F(ShardInterleavingTest, TheCachesEndTakesTheSlotsHoldAndClosesIt) {
+  AllocationBlock* block = Leased();
+  AllocationBlock* later = Leased(2 * kBytes);
+  ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
+  BlockVector blocks;
+  std::vector<void*> stable;
+  SpareEvents spares;
+  shard_.TakeEverything(/*close=*/true, /*leak=*/false, kReadByTheRelease,
+                        &blocks, &stable, &spares, &stale_);
+  EXPECT_FALSE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 1);
+  EXPECT_FALSE(shard_.Stash(later, kReadByTheRelease));
+  EXPECT_FALSE(later->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 1);
+  for (AllocationBlock* taken : blocks) delete taken;
+  const AllocationShard::AfterReturn refused =
+      shard_.TakeBack(later, BlockState::kIdle, kReadByTheRelease);
+  EXPECT_EQ(refused.to_delete, later);  // the closed shard leaks it
+  delete refused.to_delete;
 }
 
 TEST_F(ShardInterleavingTest, ASlotBlockSettledByAnObserverIsStillSwept) {
