@@ -300,9 +300,9 @@ class AllocationCacheCore
   // (ParkDeferred: no runtime call), else once it is (ParkFenced, after
   // RecordReadyEvents gave `state`: the one event of its one stream; with
   // deferred fences too for a block leased across streams,
-  // AllocationBlock::fence_at_release). True when it was parked. Inline: a
-  // release pays a few tests.
-  // kStashed: into the release slot, with the lease's hold (Return).
+  // AllocationBlock::fence_at_release). kNo when it was not parked;
+  // kStashed when it went into the release slot with the lease's hold
+  // (Return). Inline: a release pays a few tests.
   enum class Parked { kNo, kParked, kStashed };
   Parked ParkDeferred(AllocationShard& shard, AllocationBlock* block) {
     return options_.defer_same_stream_fences && !block->fence_at_release &&
