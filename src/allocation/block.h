@@ -102,7 +102,8 @@ struct AllocationBlock {
   // In the release slot with the hold its lease had on the shard's lease
   // owner (AllocationShard::Stash): the next lease of the block takes that
   // hold over (AllocationCacheCore::MakeLease), anything else that takes
-  // the block out of the slot drops it (AllocationShard::DropSlotHoldLocked).
+  // the block out of the slot drops it (AllocationShard::DropSlotHoldLocked;
+  // a cross-stream candidate's when it is settled unchosen).
   bool slot_hold = false;
   // Taken off its lane to have its fence recorded (AllocationShard::Unpark):
   // in the in-use list for the release that follows, but counted and shown

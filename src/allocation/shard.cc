@@ -132,8 +132,17 @@ AllocationBlock* AllocationShard::SettleCandidates(
   // nothing else to settle.
   if (!keep.empty() || !dropped.empty() || !leaked.empty() ||
       (chosen != nullptr && DeadLocked(*chosen, generation))) {
+    // A candidate taken from the release slot carried its lease's hold:
+    // only the chosen one's lease takes it over.
+    for (const BlockVector* others : {&keep, &dropped, &leaked}) {
+      for (AllocationBlock* block : *others) DropSlotHoldLocked(block);
+    }
+    AllocationBlock* const candidate = chosen;
     chosen =
         SettleOthersLocked(chosen, keep, dropped, leaked, generation, garbage);
+    if (chosen == nullptr && candidate != nullptr) {
+      DropSlotHoldLocked(candidate);  // dead: in `garbage`, not yet deleted
+    }
   }
   if (chosen != nullptr) {
     // Waited on: the rest stays fenced by the events. Queried complete: the

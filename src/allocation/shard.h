@@ -474,7 +474,9 @@ class alignas(kCacheLine) AllocationShard {
   // takes it over. Never the owner's last hold: the cache's own hold stays
   // until after its end has closed the slot (AllocationCacheCore::
   // DropLeaseAnchors comes after FreeEverything(close)), and before that
-  // every block that leaves the slot does so under this lock.
+  // every block that leaves the slot does so under this lock (a candidate
+  // for another stream keeps the hold until SettleCandidates, under this
+  // lock again, hands it to the lease or drops it).
   void DropSlotHoldLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!block->slot_hold) return;

@@ -289,8 +289,9 @@ AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
     // Of another stream (else a hit): the lone-lane shortcut (TakeCached)
     // without the lane, the candidate that parking it and taking it out
     // again would give.
+    // Its hold goes with it: to its lease if the request chooses it, else
+    // dropped as the candidate is settled (SettleCandidates).
     UnreserveSlotBlock(*block);
-    DropSlotHoldLocked(block);  // its lease, if any, holds anew
     RemoveInUseLocked(block);
     block->listed_at = lease_count_;
     candidates->push_back(block);

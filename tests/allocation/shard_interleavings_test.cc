@@ -242,11 +242,61 @@ TEST_F(ShardInterleavingTest, ACandidateCheckedAcrossASweepIsDropped) {
 
   ASSERT_EQ(garbage.size(), 1u);
   EXPECT_EQ(garbage[0], block);
+  // It came from the release slot with its lease's hold: not leased, the
+  // hold is dropped.
+  EXPECT_FALSE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 1);
   delete block;
   const AllocationCacheStats stats = shard_.Stats();
   EXPECT_EQ(stats.blocks_dropped, 1);
   EXPECT_EQ(stats.allocations_in_use, 0);
   EXPECT_EQ(stats.hits, 0);
+}
+
+// Another stream's request takes the slot's block as its candidate: the
+// hold the block carried goes to the request's lease when the candidate is
+// chosen, and is dropped when it is not (still pending: kept cached).
+TEST_F(ShardInterleavingTest, ASlotCandidateHandsItsHoldOnlyToItsLease) {
+  LeaseRequest other_stream = Request();
+  other_stream.stream = reinterpret_cast<NativeStream>(uintptr_t{0x52});
+  for (const bool chosen : {true, false}) {
+    AllocationBlock* block = Leased();
+    block->release_stream = stream_;  // its ready event recorded on stream_
+    ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
+    BlockVector candidates;
+    ASSERT_EQ(shard_.TakeCached(other_stream, /*pending_checks=*/1,
+                                kReadByTheRelease, &candidates, &stale_),
+              nullptr);
+    ASSERT_EQ(candidates.size(), 1u);
+    ASSERT_EQ(candidates[0], block);
+    EXPECT_TRUE(block->slot_hold);
+    BlockVector garbage;
+    BlockVector keep;
+    if (!chosen) keep.push_back(block);
+    EXPECT_EQ(
+        shard_.SettleCandidates(chosen ? block : nullptr,
+                                /*waited=*/false, keep, {}, {}, other_stream,
+                                kReadByTheRelease, &garbage),
+        chosen ? block : nullptr);
+    EXPECT_TRUE(garbage.empty());
+    EXPECT_EQ(block->slot_hold, chosen);
+    EXPECT_EQ(lease_holds_.load(), chosen ? 2 : 1);
+    if (chosen) {
+      block->slot_hold = false;  // what MakeLease does: the lease holds
+      ASSERT_EQ(shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease)
+                    .to_delete,
+                nullptr);
+      lease_holds_.fetch_sub(1);  // that lease's release drops it
+    }
+    EXPECT_EQ(lease_holds_.load(), 1);
+    lease_holds_.store(2);  // the next round's lease
+    BlockVector blocks;
+    std::vector<void*> stable;
+    SpareEvents spares;
+    shard_.TakeEverything(/*close=*/false, /*leak=*/false, kReadByTheRelease,
+                          &blocks, &stable, &spares, &stale_);
+    for (AllocationBlock* taken : blocks) delete taken;
+  }
 }
 
 // A sweep run again for a stale block (NoteStaleLocked) by a caller that
