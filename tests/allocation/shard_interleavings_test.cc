@@ -95,6 +95,45 @@ class ShardInterleavingTest : public ::testing::Test {
     return block;
   }
 
+  // A request of another stream than the released blocks'.
+  LeaseRequest OtherStreamRequest() const {
+    LeaseRequest request = Request();
+    request.stream = reinterpret_cast<NativeStream>(uintptr_t{0x52});
+    return request;
+  }
+
+  // A block released on `stream_` with its ready event recorded, left in
+  // the release slot, then taken by `other`'s request as its one candidate
+  // (the lone-lane shortcut). nullptr, with a failure, if it was not.
+  AllocationBlock* SlotCandidateFor(const LeaseRequest& other) {
+    AllocationBlock* block = Leased();
+    block->release_stream = stream_;
+    if (!shard_.Stash(block, kReadByTheRelease)) {
+      ADD_FAILURE() << "not stashed";
+      return nullptr;
+    }
+    BlockVector candidates;
+    EXPECT_EQ(shard_.TakeCached(other, /*pending_checks=*/1, kReadByTheRelease,
+                                &candidates, &stale_),
+              nullptr);
+    if (candidates.size() != 1 || candidates[0] != block) {
+      ADD_FAILURE() << "the slot's block is not the one candidate";
+      return nullptr;
+    }
+    return block;
+  }
+
+  // Everything the shard holds, taken (and closed with `close`): the
+  // cached blocks are deleted, the parked ones go to stale_.
+  void TakeEverything(bool close) {
+    BlockVector blocks;
+    std::vector<void*> stable;
+    SpareEvents spares;
+    shard_.TakeEverything(close, /*leak=*/false, kReadByTheRelease, &blocks,
+                          &stable, &spares, &stale_);
+    for (AllocationBlock* taken : blocks) delete taken;
+  }
+
   std::atomic<size_t> device_cached_bytes_{0};
   // The lease owner's holds: the cache's own and the one lease these tests
   // release (a stashed block carries its hold until it leaves the slot).
@@ -185,17 +224,12 @@ TEST_F(ShardInterleavingTest, TheCachesEndTakesTheSlotsHoldAndClosesIt) {
   AllocationBlock* block = Leased();
   AllocationBlock* later = Leased(2 * kBytes);
   ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
-  BlockVector blocks;
-  std::vector<void*> stable;
-  SpareEvents spares;
-  shard_.TakeEverything(/*close=*/true, /*leak=*/false, kReadByTheRelease,
-                        &blocks, &stable, &spares, &stale_);
+  TakeEverything(/*close=*/true);
   EXPECT_FALSE(block->slot_hold);
   EXPECT_EQ(lease_holds_.load(), 1);
   EXPECT_FALSE(shard_.Stash(later, kReadByTheRelease));
   EXPECT_FALSE(later->slot_hold);
   EXPECT_EQ(lease_holds_.load(), 1);
-  for (AllocationBlock* taken : blocks) delete taken;
   const AllocationShard::AfterReturn refused =
       shard_.TakeBack(later, BlockState::kIdle, kReadByTheRelease);
   EXPECT_EQ(refused.to_delete, later);  // the closed shard leaks it
@@ -222,17 +256,9 @@ TEST_F(ShardInterleavingTest, ASlotBlockSettledByAnObserverIsStillSwept) {
 // another thread poisoned, recovered and swept. The candidate is dropped,
 // not leased.
 TEST_F(ShardInterleavingTest, ACandidateCheckedAcrossASweepIsDropped) {
-  AllocationBlock* block = Leased();
-  block->release_stream = stream_;  // its ready event recorded on stream_
-  ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
-  LeaseRequest other_stream = Request();
-  other_stream.stream = reinterpret_cast<NativeStream>(uintptr_t{0x52});
-  BlockVector candidates;
-  ASSERT_EQ(shard_.TakeCached(other_stream, /*pending_checks=*/1,
-                              kReadByTheRelease, &candidates, &stale_),
-            nullptr);
-  ASSERT_EQ(candidates.size(), 1u);
-  ASSERT_EQ(candidates[0], block);
+  const LeaseRequest other_stream = OtherStreamRequest();
+  AllocationBlock* block = SlotCandidateFor(other_stream);
+  ASSERT_NE(block, nullptr);
 
   SweepAfterRecovery();
   BlockVector garbage;
@@ -257,18 +283,10 @@ TEST_F(ShardInterleavingTest, ACandidateCheckedAcrossASweepIsDropped) {
 // hold the block carried goes to the request's lease when the candidate is
 // chosen, and is dropped when it is not (still pending: kept cached).
 TEST_F(ShardInterleavingTest, ASlotCandidateHandsItsHoldOnlyToItsLease) {
-  LeaseRequest other_stream = Request();
-  other_stream.stream = reinterpret_cast<NativeStream>(uintptr_t{0x52});
+  const LeaseRequest other_stream = OtherStreamRequest();
   for (const bool chosen : {true, false}) {
-    AllocationBlock* block = Leased();
-    block->release_stream = stream_;  // its ready event recorded on stream_
-    ASSERT_TRUE(shard_.Stash(block, kReadByTheRelease));
-    BlockVector candidates;
-    ASSERT_EQ(shard_.TakeCached(other_stream, /*pending_checks=*/1,
-                                kReadByTheRelease, &candidates, &stale_),
-              nullptr);
-    ASSERT_EQ(candidates.size(), 1u);
-    ASSERT_EQ(candidates[0], block);
+    AllocationBlock* block = SlotCandidateFor(other_stream);
+    ASSERT_NE(block, nullptr);
     EXPECT_TRUE(block->slot_hold);
     BlockVector garbage;
     BlockVector keep;
@@ -290,12 +308,7 @@ TEST_F(ShardInterleavingTest, ASlotCandidateHandsItsHoldOnlyToItsLease) {
     }
     EXPECT_EQ(lease_holds_.load(), 1);
     lease_holds_.store(2);  // the next round's lease
-    BlockVector blocks;
-    std::vector<void*> stable;
-    SpareEvents spares;
-    shard_.TakeEverything(/*close=*/false, /*leak=*/false, kReadByTheRelease,
-                          &blocks, &stable, &spares, &stale_);
-    for (AllocationBlock* taken : blocks) delete taken;
+    TakeEverything(/*close=*/false);
   }
 }
 
