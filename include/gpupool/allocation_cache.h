@@ -257,7 +257,9 @@ class GPUPOOL_EXPORT PooledAllocation {
   PooledAllocation& operator=(PooledAllocation&& other) noexcept;
   PooledAllocation(const PooledAllocation&) = delete;
   PooledAllocation& operator=(const PooledAllocation&) = delete;
-  ~PooledAllocation() { Release(); }
+  ~PooledAllocation() {
+    if (lease_) Release();  // a moved-from lease costs no call
+  }
 
   // Start of the block; nullptr when empty.
   void* data() const { return data_; }

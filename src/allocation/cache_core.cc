@@ -272,11 +272,18 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   //    (parked.h), else same stream (safe at once in stream order), else a
   //    ready block, else a few of the oldest pending blocks to check outside
   //    the lock.
+  //    Waited on (CrossStreamPolicy::kWaitOnStream), the release slot's
+  //    block for another stream is a candidate as any other; queried, it is
+  //    leased at once and the lease undone if its events are not complete.
   BlockVector candidates;
   BlockVector stale;
-  AllocationBlock* block =
-      shard.TakeCached(request, options_.pending_checks_per_allocate,
-                       generation(device), &candidates, &stale);
+  AllocationShard::UncheckedLease unchecked;
+  const bool wait_on_stream =
+      stream != nullptr &&
+      options_.cross_stream == CrossStreamPolicy::kWaitOnStream;
+  AllocationBlock* block = shard.TakeCached(
+      request, options_.pending_checks_per_allocate, generation(device),
+      &candidates, &stale, wait_on_stream ? nullptr : &unchecked);
   DeleteBlocks(stale);
   if (block != nullptr) {
     // A same-stream hit keeps its ready events (already consumed: the new
@@ -290,9 +297,13 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   //    completed, or at once when the new stream waits on them. They are
   //    checked first when they fit better than a block usable at once,
   //    which is taken when none of them is done yet.
-  if (!candidates.empty()) {
+  if (unchecked.block != nullptr) {
+    block = CheckUncheckedLease(shard, unchecked);
+  } else if (!candidates.empty()) {
     block = TakeFromCandidates(shard, candidates, request);
-    if (block != nullptr) return MakeLease(block);
+  }
+  if (block != nullptr) return MakeLease(block);
+  if (unchecked.block != nullptr || !candidates.empty()) {
     if (poisoned(device)) return lifetime_.PoisonedError(device);
     BlockVector none;
     BlockVector stale_now;
@@ -330,6 +341,24 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
                                     /*size_class=*/-1, block_generation);
   shard.LeaseNew(block, request, CacheCounter::kUncached);
   return MakeLease(block);
+}
+
+AllocationBlock* AllocationCacheCore::CheckUncheckedLease(
+    AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked) {
+  AllocationBlock* block = unchecked.block;
+  // As TakeFromCandidates checks a candidate: one query per event, kept as
+  // spares for the lease's release.
+  BlockState state = BlockState::kDrop;
+  if (!poisoned(block->device)) {
+    state =
+        fence_.QueryEvents(block, StreamOrderFence::Consumed::kKeepAsSpares);
+  }
+  const uint64_t now = generation(block->device);
+  if (state == BlockState::kIdle && block->generation == now) return block;
+  BlockVector garbage;
+  shard.UndoUncheckedLease(unchecked, state, now, &garbage);
+  DeleteBlocks(garbage);
+  return nullptr;
 }
 
 AllocationBlock* AllocationCacheCore::TakeFromCandidates(

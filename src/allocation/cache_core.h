@@ -288,6 +288,11 @@ class AllocationCacheCore
   AllocationBlock* TakeFromCandidates(AllocationShard& shard,
                                       const BlockVector& candidates,
                                       const LeaseRequest& request);
+  // Queries the events of a lease made unchecked (AllocationShard::
+  // TakeCached): the leased block when they completed and its generation
+  // lives on, else nullptr with the lease undone.
+  ABSL_ATTRIBUTE_NOINLINE AllocationBlock* CheckUncheckedLease(
+      AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked);
 
   // A released block used on a capturing stream: adopted by the capture
   // router's pool, else held out of reuse until the cache frees everything.

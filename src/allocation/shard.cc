@@ -37,17 +37,17 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 
 // --- Allocate ----------------------------------------------------------------
 
-AllocationBlock* AllocationShard::TakeCached(const LeaseRequest& request,
-                                             int pending_checks,
-                                             uint64_t generation,
-                                             BlockVector* candidates,
-                                             BlockVector* stale) {
+AllocationBlock* AllocationShard::TakeCached(
+    const LeaseRequest& request, int pending_checks, uint64_t generation,
+    BlockVector* candidates, BlockVector* stale, UncheckedLease* unchecked) {
   MutexLock lock(&mu_);
   AllocationBlock* slot_hit = TakeSlotLocked(
       request, generation,
-      pending_checks > 0 ? SlotMiss::kCandidate : SlotMiss::kPark, candidates);
+      pending_checks > 0 ? SlotMiss::kCandidate : SlotMiss::kPark, candidates,
+      unchecked);
   TakeStaleLocked(generation, stale);
   if (slot_hit != nullptr || !candidates->empty()) return slot_hit;
+  if (unchecked != nullptr && unchecked->block != nullptr) return nullptr;
   if (!parked_.empty()) {
     // The request's lane first (parked.h), then what is fenced there goes
     // into the index, so that the search below sees every cached block.
@@ -155,6 +155,34 @@ AllocationBlock* AllocationShard::SettleCandidates(
     LeaseLocked(chosen, request);
   }
   return chosen;
+}
+
+void AllocationShard::UndoUncheckedLease(const UncheckedLease& unchecked,
+                                         BlockState state, uint64_t generation,
+                                         BlockVector* garbage) {
+  SettledLock lock(this);
+  AllocationBlock* block = unchecked.block;
+  --stats_.hits;
+  in_use_.Relend(block, unchecked.requested);  // the gauges, as released
+  RemoveInUseLocked(block);
+  block->stream = unchecked.stream;
+  block->release_stream = unchecked.release_stream;
+  block->uses.clear();
+  if (unchecked.use != nullptr) block->uses.push_back(unchecked.use);
+  block->lease_id = unchecked.lease_id;
+  block->where = unchecked.where;
+  block->leased_unix_ns = unchecked.leased_unix_ns;
+  block->leased_at = unchecked.leased_at;
+  block->fence_at_release = unchecked.fence_at_release;
+  // Settled as the candidate it would have been, unchosen.
+  DropSlotHoldLocked(block);
+  const BlockVector one = {block};
+  const BlockVector none;
+  const bool kept = state == BlockState::kIdle || state == BlockState::kPending;
+  SettleOthersLocked(/*chosen=*/nullptr, kept ? one : none,
+                     state == BlockState::kDrop ? one : none,
+                     state == BlockState::kLeak ? one : none, generation,
+                     garbage);
 }
 
 void AllocationShard::LeaseNew(AllocationBlock* block,

@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -109,6 +110,24 @@ class alignas(kCacheLine) AllocationShard {
   MemoryKind kind() const { return kind_; }
 
   // --- Allocate -------------------------------------------------------------
+  // The block of an unchecked lease and the fields of its release that the
+  // lease overwrote, for UndoUncheckedLease to restore. Only `block` (and
+  // `where`, a class) is initialized, the rest is set with it: every
+  // Allocate has one, and pays for no more. Such a block was used on one stream
+  // at most (its events are that stream's).
+  struct UncheckedLease {
+    AllocationBlock* block = nullptr;
+    size_t requested;
+    NativeStream stream;
+    NativeStream release_stream;
+    NativeStream use;  // its one use, or nullptr: none
+    uint64_t lease_id;
+    SourceLocation where;
+    int64_t leased_unix_ns;
+    uint64_t leased_at;
+    bool fence_at_release;
+  };
+  static_assert(std::is_trivially_destructible_v<UncheckedLease>);
   // The best-fitting cached block of at least `request.lease_bytes`
   // (FreeIndex::FindBestFit) when it is usable at once — pending on
   // `request.stream` alone, or ready — split to that size, leased and
@@ -116,9 +135,26 @@ class alignas(kCacheLine) AllocationShard {
   // oldest pending blocks that fit moved to `candidates` (empty on entry)
   // for the caller to check (with none, the best block usable at once is
   // taken).
+  //
+  // With `unchecked`, the release slot's block that TakeCached's lone-lane
+  // shortcut would give as the one candidate (released on another stream,
+  // fenced, of exactly the lease size, nothing else cached) is leased at
+  // once, unchecked: `unchecked` describes it and nothing else is returned.
+  // The caller queries its events outside the lock and keeps the lease when
+  // they completed, so that the usual cross-stream reuse of a buffer takes
+  // the lock once; else it calls UndoUncheckedLease. Observers see the
+  // lease (and its hit) meanwhile.
   AllocationBlock* TakeCached(const LeaseRequest& request, int pending_checks,
                               uint64_t generation, BlockVector* candidates,
-                              BlockVector* stale);
+                              BlockVector* stale,
+                              UncheckedLease* unchecked = nullptr);
+  // Undoes an unchecked lease whose events were found `state` (kIdle only
+  // when the block's generation is gone): the block is back as it was
+  // released, then settled as an unchosen candidate (SettleCandidates) —
+  // kept pending, or dropped or leaked into `garbage` — with its hit
+  // uncounted and its hold dropped.
+  void UndoUncheckedLease(const UncheckedLease& unchecked, BlockState state,
+                          uint64_t generation, BlockVector* garbage);
   // Settles checked candidates: leases `chosen` (a hit; `waited`: made safe
   // by a stream wait, so a split remainder keeps its events; else they
   // completed) unless its generation is gone, puts `keep` back as the
@@ -455,16 +491,24 @@ class alignas(kCacheLine) AllocationShard {
   };
   // Called before TakeStaleLocked, as every settling is: a stale block is
   // parked before its generation's drop, which takes it.
+  // (kCandidate with `unchecked`: leased unchecked instead, TakeCached.)
   AllocationBlock* TakeSlotLocked(const LeaseRequest& request,
                                   uint64_t generation, SlotMiss miss,
-                                  BlockVector* candidates = nullptr)
+                                  BlockVector* candidates = nullptr,
+                                  UncheckedLease* unchecked = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // TakeSlotLocked's other cases: `block` (in the slot) is not the
   // request's.
   AllocationBlock* SlotMissLocked(AllocationBlock* block,
                                   const LeaseRequest& request,
                                   uint64_t generation, SlotMiss miss,
-                                  BlockVector* candidates)
+                                  BlockVector* candidates,
+                                  UncheckedLease* unchecked)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot's `block`, in use throughout, leased to `request` as a slot
+  // hit is, its release's fields saved in `unchecked` (TakeCached).
+  void LeaseUncheckedLocked(AllocationBlock* block, const LeaseRequest& request,
+                            UncheckedLease* unchecked)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What Park would have done at the slot's block's release.
   void SettleSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

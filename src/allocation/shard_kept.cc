@@ -253,14 +253,16 @@ void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
 AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
                                                  uint64_t generation,
                                                  SlotMiss miss,
-                                                 BlockVector* candidates) {
+                                                 BlockVector* candidates,
+                                                 UncheckedLease* unchecked) {
   if (closed_) return nullptr;
   AllocationBlock* block = slot_.Take();
   if (block == nullptr) return nullptr;
   if (ABSL_PREDICT_FALSE(block->size != request.lease_bytes ||
                          block->generation != generation ||
                          block->uses.front() != request.stream)) {
-    return SlotMissLocked(block, request, generation, miss, candidates);
+    return SlotMissLocked(block, request, generation, miss, candidates,
+                          unchecked);
   }
   // Park and TakeParkedLocked, less what cancels out: never counted as
   // cached, in use throughout (on its one stream, so its uses stay; merged
@@ -273,11 +275,9 @@ AllocationBlock* AllocationShard::TakeSlotLocked(const LeaseRequest& request,
   return block;
 }
 
-AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
-                                                 const LeaseRequest& request,
-                                                 uint64_t generation,
-                                                 SlotMiss miss,
-                                                 BlockVector* candidates) {
+AllocationBlock* AllocationShard::SlotMissLocked(
+    AllocationBlock* block, const LeaseRequest& request, uint64_t generation,
+    SlotMiss miss, BlockVector* candidates, UncheckedLease* unchecked) {
   const bool current = block->generation == generation;
   if (current && miss == SlotMiss::kLeave) {
     // Back where it was, unless a release filled the slot meanwhile.
@@ -291,6 +291,10 @@ AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
     // again would give.
     // Its hold goes with it: to its lease if the request chooses it, else
     // dropped as the candidate is settled (SettleCandidates).
+    if (unchecked != nullptr && block->uses.size() <= 1) {
+      LeaseUncheckedLocked(block, request, unchecked);
+      return nullptr;
+    }
     UnreserveSlotBlock(*block);
     RemoveInUseLocked(block);
     block->listed_at = lease_count_;
@@ -299,6 +303,31 @@ AllocationBlock* AllocationShard::SlotMissLocked(AllocationBlock* block,
   }
   ParkFromSlotLocked(block);
   return nullptr;
+}
+
+void AllocationShard::LeaseUncheckedLocked(AllocationBlock* block,
+                                           const LeaseRequest& request,
+                                           UncheckedLease* unchecked) {
+  UncheckedLease& saved = *unchecked;
+  saved.block = block;
+  saved.requested = block->requested;
+  saved.stream = block->stream;
+  saved.release_stream = block->release_stream;
+  saved.use = block->uses.empty() ? nullptr : block->uses.front();
+  saved.lease_id = block->lease_id;
+  saved.where = block->where;
+  saved.leased_unix_ns = block->leased_unix_ns;
+  saved.leased_at = block->leased_at;
+  saved.fence_at_release = block->fence_at_release;
+  // TakeSlotLocked's hit, on another stream: whole and of the lease size
+  // (nothing to split), fenced (no spare events to lend).
+  UnreserveSlotBlock(*block);
+  ++stats_.hits;
+  NoteCrossing(block, request);
+  block->uses.clear();
+  if (request.stream != nullptr) block->uses.push_back(request.stream);
+  in_use_.Relend(block, request.bytes);
+  StampLeaseLocked(block, request);
 }
 
 void AllocationShard::Unpark(std::optional<NativeStream> stream,

@@ -193,6 +193,43 @@ TEST_P(ReleaseSlotTest, CappedCacheBufferPassedBetweenStreamsStaysOne) {
   EXPECT_EQ(sim_.calls(SimOp::kEventQuery), 19);
 }
 
+// Another stream's request while the released block's work still runs:
+// the block stays cached (its stream's), the request gets a new segment,
+// and no observer is left seeing a lease or a hit that was not made.
+TEST_P(ReleaseSlotTest, AnotherStreamWhileTheWorkRunsLeavesTheBlockCached) {
+  auto cache = NewCache(Options());
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  void* block = AllocateAndRelease(*cache, a, absl::InfiniteDuration());
+  ASSERT_NE(block, nullptr);
+  absl::StatusOr<PooledAllocation> on_b =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, b);
+  ASSERT_THAT(on_b, IsOk());
+  EXPECT_NE(on_b->data(), block);
+  AllocationCacheStats stats = cache->GetStats(0);
+  EXPECT_EQ(stats.hits, 0);
+  EXPECT_EQ(stats.misses, 2);
+  EXPECT_EQ(stats.allocations_in_use, 1);
+  EXPECT_EQ(stats.bytes_requested, static_cast<int64_t>(kMiB));
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kMiB));
+  std::vector<OutstandingLease> leases = cache->GetOutstandingLeases();
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].lease_id, on_b->lease_id());
+  const std::vector<BlockSnapshot> blocks =
+      SnapshotBlocks(TakeSnapshot(*cache), 0);
+  EXPECT_EQ(CountBlocks(blocks, BlockUse::kPending), 1);
+  EXPECT_EQ(CountBlocks(blocks, BlockUse::kLeased), 1);
+  // Still its stream's: that stream takes it back at once, in stream order.
+  absl::StatusOr<PooledAllocation> on_a =
+      cache->Allocate(0, kMiB, MemoryKind::kDevice, a);
+  ASSERT_THAT(on_a, IsOk());
+  EXPECT_EQ(on_a->data(), block);
+  EXPECT_EQ(cache->GetStats(0).hits, 1);
+  EXPECT_EQ(cache->GetStats(0).runtime_allocations, 2);
+  sim_.CompleteAllWork();  // else the cache's end would wait for it
+}
+
 TEST_P(ReleaseSlotTest, ABlockOfADeadGenerationIsNeverLeasedAgain) {
   auto cache = NewCache(Options());
   NativeStream a = NewStream();

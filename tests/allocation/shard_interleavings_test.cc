@@ -123,6 +123,31 @@ class ShardInterleavingTest : public ::testing::Test {
     return block;
   }
 
+  // A block released on `stream_` with its ready event recorded, left in
+  // the release slot, then leased unchecked to `other`'s request (the
+  // lone-lane shortcut, with the lease made before the query). Empty, with
+  // a failure, if it was not.
+  std::optional<AllocationShard::UncheckedLease> UncheckedFor(
+      const LeaseRequest& other) {
+    AllocationBlock* block = Leased();
+    block->release_stream = stream_;
+    if (!shard_.Stash(block, kReadByTheRelease)) {
+      ADD_FAILURE() << "not stashed";
+      return std::nullopt;
+    }
+    BlockVector candidates;
+    AllocationShard::UncheckedLease unchecked;
+    EXPECT_EQ(shard_.TakeCached(other, /*pending_checks=*/1, kReadByTheRelease,
+                                &candidates, &stale_, &unchecked),
+              nullptr);
+    EXPECT_TRUE(candidates.empty());
+    if (unchecked.block != block) {
+      ADD_FAILURE() << "the slot's block is not leased unchecked";
+      return std::nullopt;
+    }
+    return unchecked;
+  }
+
   // Everything the shard holds, taken (and closed with `close`): the
   // cached blocks are deleted, the parked ones go to stale_.
   void TakeEverything(bool close) {
@@ -401,6 +426,122 @@ TEST_F(ShardInterleavingTest, ABlockBeingFencedIsShownAsTheParkedBlockItWas) {
   EXPECT_EQ(
       shard_.TakeBack(other, BlockState::kIdle, kReadByTheRelease).to_delete,
       nullptr);
+}
+
+// Another stream's request leases the slot's block before querying its
+// event: until the query answers, every observer sees that lease and its
+// hit. Still pending, the lease is undone: the block is back as it was
+// released (its stream, its uses, its lease id, cached), the hit
+// uncounted, the hold dropped.
+TEST_F(ShardInterleavingTest, AnUncheckedLeaseIsALeaseUntilItIsUndone) {
+  const LeaseRequest other_stream = OtherStreamRequest();
+  std::optional<AllocationShard::UncheckedLease> unchecked =
+      UncheckedFor(other_stream);
+  ASSERT_TRUE(unchecked.has_value());
+  AllocationBlock* block = unchecked->block;
+  const uint64_t released_lease_id = unchecked->lease_id;
+  AllocationCacheStats stats = shard_.Stats();
+  EXPECT_EQ(stats.hits, 1);
+  EXPECT_EQ(stats.misses, 1);
+  EXPECT_EQ(stats.allocations_in_use, 1);
+  EXPECT_EQ(stats.blocks_cached, 0);
+  EXPECT_EQ(block->stream, other_stream.stream);
+  ASSERT_EQ(block->uses.size(), 1u);
+  EXPECT_EQ(block->uses.front(), other_stream.stream);
+  EXPECT_NE(block->lease_id, released_lease_id);
+  EXPECT_TRUE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 2);
+
+  BlockVector garbage;
+  shard_.UndoUncheckedLease(*unchecked, BlockState::kPending, kReadByTheRelease,
+                            &garbage);
+
+  EXPECT_TRUE(garbage.empty());
+  stats = shard_.Stats();
+  EXPECT_EQ(stats.hits, 0);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_EQ(stats.bytes_requested, 0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  EXPECT_EQ(stats.bytes_cached, static_cast<int64_t>(kBytes));
+  EXPECT_EQ(block->stream, stream_);
+  ASSERT_EQ(block->uses.size(), 1u);
+  EXPECT_EQ(block->uses.front(), stream_);
+  EXPECT_EQ(block->lease_id, released_lease_id);
+  EXPECT_FALSE(block->slot_hold);
+  EXPECT_EQ(lease_holds_.load(), 1);
+  // Cached (ready here: these tests record no events), its stream's next
+  // request takes it.
+  BlockVector candidates;
+  EXPECT_EQ(shard_.TakeCached(Request(), /*pending_checks=*/1,
+                              kReadByTheRelease, &candidates, &stale_),
+            block);
+  EXPECT_TRUE(candidates.empty());
+  EXPECT_EQ(shard_.Stats().hits, 1);
+  ASSERT_EQ(
+      shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease).to_delete,
+      nullptr);
+  TakeEverything(/*close=*/false);
+}
+
+// The query of an unchecked lease answered after another thread poisoned,
+// recovered and swept (or met a sticky fault, or an event it cannot trust):
+// the block is never leased, and goes as an unchosen candidate would.
+TEST_F(ShardInterleavingTest, AnUncheckedLeaseUndoneDeadOrUnprovenIsForgotten) {
+  const LeaseRequest other_stream = OtherStreamRequest();
+  struct Case {
+    BlockState state;
+    uint64_t generation;
+    bool swept;
+    int64_t dropped;
+    int64_t leaked;
+  };
+  for (const Case& c :
+       {Case{BlockState::kIdle, kAfterRecovery, true, 1, 0},
+        Case{BlockState::kDrop, kReadByTheRelease, false, 1, 0},
+        Case{BlockState::kLeak, kReadByTheRelease, false, 0, 1}}) {
+    SCOPED_TRACE(static_cast<int>(c.state));
+    const AllocationCacheStats before = shard_.Stats();
+    std::optional<AllocationShard::UncheckedLease> unchecked =
+        UncheckedFor(other_stream);
+    ASSERT_TRUE(unchecked.has_value());
+    if (c.swept) SweepAfterRecovery();
+    BlockVector garbage;
+    shard_.UndoUncheckedLease(*unchecked, c.state, c.generation, &garbage);
+    ASSERT_EQ(garbage.size(), 1u);
+    EXPECT_EQ(garbage[0], unchecked->block);
+    EXPECT_FALSE(unchecked->block->slot_hold);
+    EXPECT_EQ(lease_holds_.load(), 1);
+    delete garbage[0];
+    const AllocationCacheStats stats = shard_.Stats();
+    EXPECT_EQ(stats.hits, 0);
+    EXPECT_EQ(stats.allocations_in_use, 0);
+    EXPECT_EQ(stats.blocks_cached, 0);
+    EXPECT_EQ(stats.blocks_dropped - before.blocks_dropped, c.dropped);
+    EXPECT_EQ(stats.blocks_leaked - before.blocks_leaked, c.leaked);
+    lease_holds_.store(2);  // the next case's lease
+  }
+}
+
+// Kept, an unchecked lease is a lease like any other: the hold its block
+// carried is its lease's, and its release takes the block back.
+TEST_F(ShardInterleavingTest, AKeptUncheckedLeaseIsReleasedAsAnyLease) {
+  const LeaseRequest other_stream = OtherStreamRequest();
+  std::optional<AllocationShard::UncheckedLease> unchecked =
+      UncheckedFor(other_stream);
+  ASSERT_TRUE(unchecked.has_value());
+  AllocationBlock* block = unchecked->block;
+  block->slot_hold = false;  // what MakeLease does: the lease holds
+  block->release_stream = other_stream.stream;
+  ASSERT_EQ(
+      shard_.TakeBack(block, BlockState::kIdle, kReadByTheRelease).to_delete,
+      nullptr);
+  lease_holds_.fetch_sub(1);  // that lease's release drops it
+  EXPECT_EQ(lease_holds_.load(), 1);
+  const AllocationCacheStats stats = shard_.Stats();
+  EXPECT_EQ(stats.hits, 1);
+  EXPECT_EQ(stats.allocations_in_use, 0);
+  EXPECT_EQ(stats.blocks_cached, 1);
+  TakeEverything(/*close=*/false);
 }
 
 }  // namespace

@@ -109,5 +109,35 @@ TEST(AllocationCacheStickyFaultTest,
   EXPECT_EQ(sim.misuse_count(), 0);
 }
 
+// The release slot's block leased to another stream before its event is
+// queried: a sticky fault of that query poisons the device, and the block
+// is dropped, never leased, with no runtime allocation after it.
+TEST(AllocationCacheStickyFaultTest,
+     AnotherStreamsQueryMeetingAStickyFaultLeasesNothing) {
+  SimBackend sim(StrictSimOptions(1));
+  {
+    EventPool events(sim);
+    AllocationCache cache(sim, events);
+    absl::StatusOr<NativeStream> a = sim.CreateStream(0, {});
+    absl::StatusOr<NativeStream> b = sim.CreateStream(0, {});
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE(cache.Allocate(0, kSmall, MemoryKind::kDevice, *a).ok());
+    const int64_t allocations = sim.calls(SimOp::kAllocate);
+    sim.FailNext(SimOp::kEventQuery, StickyFault(), 0);
+    EXPECT_EQ(
+        cache.Allocate(0, kSmall, MemoryKind::kDevice, *b).status().code(),
+        absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(sim.calls(SimOp::kAllocate), allocations);
+    const AllocationCacheStats stats = cache.GetStats(0);
+    EXPECT_EQ(stats.hits, 0);
+    EXPECT_EQ(stats.allocations_in_use, 0);
+    EXPECT_EQ(stats.blocks_cached, 0);
+    EXPECT_EQ(stats.blocks_dropped, 1);
+    EXPECT_TRUE(cache.GetOutstandingLeases().empty());
+    sim.PoisonDevice(0, StickyFault());
+  }
+  EXPECT_EQ(sim.misuse_count(), 0);
+}
+
 }  // namespace
 }  // namespace gpupool
