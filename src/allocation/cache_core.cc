@@ -249,6 +249,19 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   const size_t rounded = LeaseBytes(bytes, rounding_);
   request.lease_bytes = rounded;
 
+  // The release slot's block wanted by another stream (one buffer passed
+  // between two streams) is leased at once, its events queried after the
+  // lock (step 3), the lease undone if they are not complete; waited on
+  // instead (CrossStreamPolicy::kWaitOnStream), or with no checks at all,
+  // it is left to the steps below as any cached block.
+  AllocationShard::UncheckedLease unchecked;
+  AllocationShard::UncheckedLease* const lease_unchecked =
+      options_.pending_checks_per_allocate > 0 &&
+              (stream == nullptr ||
+               options_.cross_stream != CrossStreamPolicy::kWaitOnStream)
+          ? &unchecked
+          : nullptr;
+
   // 1. Deferred fences (defer_same_stream_fences): the block parked on this
   //    stream for this size, with no runtime call. Else every parked block
   //    whose fence is deferred is fenced first, so that what follows sees
@@ -257,8 +270,9 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
     bool deferred_left = true;
     if (stream != nullptr) {
       BlockVector stale_parked;
-      AllocationBlock* parked = shard.TakeParked(request, generation(device),
-                                                 &stale_parked, &deferred_left);
+      AllocationBlock* parked =
+          shard.TakeParked(request, generation(device), &stale_parked,
+                           &deferred_left, lease_unchecked);
       DeleteBlocks(stale_parked);
       if (parked != nullptr) return MakeLease(parked);
     }
@@ -272,19 +286,15 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   //    (parked.h), else same stream (safe at once in stream order), else a
   //    ready block, else a few of the oldest pending blocks to check outside
   //    the lock.
-  //    Waited on (CrossStreamPolicy::kWaitOnStream), the release slot's
-  //    block for another stream is a candidate as any other; queried, it is
-  //    leased at once and the lease undone if its events are not complete.
   BlockVector candidates;
-  BlockVector stale;
-  AllocationShard::UncheckedLease unchecked;
-  const bool wait_on_stream =
-      stream != nullptr &&
-      options_.cross_stream == CrossStreamPolicy::kWaitOnStream;
-  AllocationBlock* block = shard.TakeCached(
-      request, options_.pending_checks_per_allocate, generation(device),
-      &candidates, &stale, wait_on_stream ? nullptr : &unchecked);
-  DeleteBlocks(stale);
+  AllocationBlock* block = nullptr;
+  if (unchecked.block == nullptr) {
+    BlockVector stale;
+    block = shard.TakeCached(request, options_.pending_checks_per_allocate,
+                             generation(device), &candidates, &stale,
+                             lease_unchecked);
+    DeleteBlocks(stale);
+  }
   if (block != nullptr) {
     // A same-stream hit keeps its ready events (already consumed: the new
     // work is ordered after them) as spares that the next release

@@ -210,9 +210,12 @@ class alignas(kCacheLine) AllocationShard {
   // The block parked on `request.stream` for its lease size, leased (a hit);
   // nullptr when there is none. Stale blocks go to `stale` (as TakeCached);
   // `deferred_left` (set when none is given) tells whether a parked block's
-  // fence is still deferred.
+  // fence is still deferred. With `unchecked`, the slot's block may be
+  // leased unchecked as TakeCached does (then nothing is returned and
+  // nothing is deferred).
   AllocationBlock* TakeParked(const LeaseRequest& request, uint64_t generation,
-                              BlockVector* stale, bool* deferred_left);
+                              BlockVector* stale, bool* deferred_left,
+                              UncheckedLease* unchecked = nullptr);
   // Takes out the parked blocks of `stream` (all with nullopt; only those
   // whose fence is deferred with `deferred_only`) to be fenced: back in use
   // for the caller to release as leases that ended.
@@ -491,7 +494,8 @@ class alignas(kCacheLine) AllocationShard {
   };
   // Called before TakeStaleLocked, as every settling is: a stale block is
   // parked before its generation's drop, which takes it.
-  // (kCandidate with `unchecked`: leased unchecked instead, TakeCached.)
+  // (With `unchecked`, the lone-lane shortcut's block is leased unchecked
+  // instead, whatever `miss` says: TakeCached.)
   AllocationBlock* TakeSlotLocked(const LeaseRequest& request,
                                   uint64_t generation, SlotMiss miss,
                                   BlockVector* candidates = nullptr,

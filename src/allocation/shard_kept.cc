@@ -192,15 +192,20 @@ AllocationBlock* AllocationShard::TakeParkedLocked(
 AllocationBlock* AllocationShard::TakeParked(const LeaseRequest& request,
                                              uint64_t generation,
                                              BlockVector* stale,
-                                             bool* deferred_left) {
+                                             bool* deferred_left,
+                                             UncheckedLease* unchecked) {
   MutexLock lock(&mu_);
   // A slot block the request cannot take back stays there for the request's
   // next step (TakeCached, or the fence of the deferred blocks, which
-  // settles it first).
-  AllocationBlock* block =
-      TakeSlotLocked(request, generation, SlotMiss::kLeave);
+  // settles it first), unless it is leased unchecked (as TakeCached would).
+  AllocationBlock* block = TakeSlotLocked(request, generation, SlotMiss::kLeave,
+                                          /*candidates=*/nullptr, unchecked);
   TakeStaleLocked(generation, stale);
   if (block != nullptr) return block;
+  if (unchecked != nullptr && unchecked->block != nullptr) {
+    *deferred_left = false;  // nothing else was cached
+    return nullptr;
+  }
   block = TakeParkedLocked(request);
   const AllocationBlock* in_slot = slot_.Peek();
   *deferred_left = parked_.any_unfenced() ||
@@ -279,22 +284,24 @@ AllocationBlock* AllocationShard::SlotMissLocked(
     AllocationBlock* block, const LeaseRequest& request, uint64_t generation,
     SlotMiss miss, BlockVector* candidates, UncheckedLease* unchecked) {
   const bool current = block->generation == generation;
+  // Of another stream (else a hit) and all that is cached: the lone-lane
+  // shortcut (TakeCached) without the lane, the candidate that parking it
+  // and taking it out again would give.
+  const bool lone = current && block->size == request.lease_bytes &&
+                    block->release_stream != nullptr && parked_.empty() &&
+                    index_.empty();
+  if (lone && unchecked != nullptr && block->uses.size() <= 1) {
+    // Its hold goes to the lease (UncheckedLease).
+    LeaseUncheckedLocked(block, request, unchecked);
+    return nullptr;
+  }
   if (current && miss == SlotMiss::kLeave) {
     // Back where it was, unless a release filled the slot meanwhile.
     if (slot_.PutBack(block)) return nullptr;
   }
-  if (current && miss == SlotMiss::kCandidate &&
-      block->size == request.lease_bytes && block->release_stream != nullptr &&
-      parked_.empty() && index_.empty()) {
-    // Of another stream (else a hit): the lone-lane shortcut (TakeCached)
-    // without the lane, the candidate that parking it and taking it out
-    // again would give.
+  if (lone && miss == SlotMiss::kCandidate) {
     // Its hold goes with it: to its lease if the request chooses it, else
     // dropped as the candidate is settled (SettleCandidates).
-    if (unchecked != nullptr && block->uses.size() <= 1) {
-      LeaseUncheckedLocked(block, request, unchecked);
-      return nullptr;
-    }
     UnreserveSlotBlock(*block);
     RemoveInUseLocked(block);
     block->listed_at = lease_count_;
