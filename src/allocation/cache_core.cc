@@ -59,8 +59,8 @@ AllocationCacheCore::AllocationCacheCore(Backend& backend, EventPool& events,
       options_(Sanitize(options)),
       lifetime_(backend,
                 health != nullptr ? std::move(health) : events.health()),
-      fence_(backend, events, lifetime_.device_health(),
-             options_.event_config) {
+      fence_(backend, events, lifetime_.device_health(), options_.event_config),
+      cross_stream_(fence_, lifetime_.device_health(), options_.cross_stream) {
   live_cores.fetch_add(1, std::memory_order_relaxed);
   const int devices = lifetime_.device_count();
   const int classes = SizeClassCount(options_.max_cached_block_bytes);
@@ -256,9 +256,7 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   // it is left to the steps below as any cached block.
   AllocationShard::UncheckedLease unchecked;
   AllocationShard::UncheckedLease* const lease_unchecked =
-      options_.pending_checks_per_allocate > 0 &&
-              (stream == nullptr ||
-               options_.cross_stream != CrossStreamPolicy::kWaitOnStream)
+      options_.pending_checks_per_allocate > 0 && !cross_stream_.WaitsOn(stream)
           ? &unchecked
           : nullptr;
 
@@ -308,9 +306,9 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   //    checked first when they fit better than a block usable at once,
   //    which is taken when none of them is done yet.
   if (unchecked.block != nullptr) {
-    block = CheckUncheckedLease(shard, unchecked);
+    block = cross_stream_.CheckUncheckedLease(shard, unchecked);
   } else if (!candidates.empty()) {
-    block = TakeFromCandidates(shard, candidates, request);
+    block = cross_stream_.TakeFromCandidates(shard, candidates, request);
   }
   if (block != nullptr) return MakeLease(block);
   if (unchecked.block != nullptr || !candidates.empty()) {
@@ -351,84 +349,6 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
                                     /*size_class=*/-1, block_generation);
   shard.LeaseNew(block, request, CacheCounter::kUncached);
   return MakeLease(block);
-}
-
-AllocationBlock* AllocationCacheCore::CheckUncheckedLease(
-    AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked) {
-  AllocationBlock* block = unchecked.block;
-  // As TakeFromCandidates checks a candidate: one query per event, kept as
-  // spares for the lease's release.
-  BlockState state = BlockState::kDrop;
-  if (!poisoned(block->device)) {
-    state =
-        fence_.QueryEvents(block, StreamOrderFence::Consumed::kKeepAsSpares);
-  }
-  const uint64_t now = generation(block->device);
-  if (state == BlockState::kIdle && block->generation == now) return block;
-  BlockVector garbage;
-  shard.UndoUncheckedLease(unchecked, state, now, &garbage);
-  DeleteBlocks(garbage);
-  return nullptr;
-}
-
-AllocationBlock* AllocationCacheCore::TakeFromCandidates(
-    AllocationShard& shard, const BlockVector& candidates,
-    const LeaseRequest& request) {
-  const bool wait_on_stream =
-      request.stream != nullptr &&
-      options_.cross_stream == CrossStreamPolicy::kWaitOnStream;
-  AllocationBlock* chosen = nullptr;
-  bool waited = false;
-  BlockVector keep;
-  BlockVector dropped;
-  BlockVector leaked;
-  for (AllocationBlock* candidate : candidates) {
-    if (chosen != nullptr) {
-      keep.push_back(candidate);
-      continue;
-    }
-    // An earlier candidate's sticky fault poisoned the device: the others
-    // are dropped without another runtime call.
-    if (poisoned(candidate->device)) {
-      dropped.push_back(candidate);
-      continue;
-    }
-    // The chosen block keeps its events as spares for its next release: a
-    // cross-stream reuse makes one query (or one wait) per event and no
-    // EventPool round trip, whose return would query each event again.
-    constexpr auto kKeep = StreamOrderFence::Consumed::kKeepAsSpares;
-    BlockState state = BlockState::kPending;
-    if (wait_on_stream) {
-      state = fence_.MakeStreamWait(candidate, request.stream, kKeep);
-      waited = state == BlockState::kIdle;
-    }
-    // Fall back to a query only after a plain failure of the wait
-    // (kPending): a sticky fault (kDrop) or an unloading runtime (kLeak)
-    // must not be followed by another runtime call.
-    if (!waited && state == BlockState::kPending) {
-      state = fence_.QueryEvents(candidate, kKeep);
-    }
-    switch (state) {
-      case BlockState::kIdle:
-        chosen = candidate;
-        break;
-      case BlockState::kPending:
-        keep.push_back(candidate);
-        break;
-      case BlockState::kDrop:
-        dropped.push_back(candidate);
-        break;
-      case BlockState::kLeak:
-        leaked.push_back(candidate);
-        break;
-    }
-  }
-  BlockVector garbage;
-  chosen =
-      shard.SettleCandidates(chosen, waited, keep, dropped, leaked, request,
-                             generation(shard.device()), &garbage);
-  DeleteBlocks(garbage);
-  return chosen;
 }
 
 bool AllocationCacheCore::Return(AllocationBlock* block) {

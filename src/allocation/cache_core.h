@@ -1,7 +1,8 @@
 // AllocationCacheCore: the allocation cache behind the public AllocationCache
 // and its PooledAllocation leases (the file map: src/allocation/README.md).
 // Its methods live in cache_core.cc (allocate, return, the hooks) and
-// freeing.cc (trim, free, retire). The units over it use its public services
+// freeing.cc (trim, free, retire); the check of blocks released on other
+// streams is cross_stream.h's. The units over it use its public services
 // alone: the runtime allocation with its OOM chain (oom_chain.h), stable
 // buffers (stable.h), the report (cache_report.h), and the features, which
 // reach it through the two hooks of hooks.h that they install; it includes
@@ -29,6 +30,7 @@
 #include "gpupool/event_pool.h"
 #include "gpupool/internal/lease.h"
 #include "src/allocation/block.h"
+#include "src/allocation/cross_stream.h"
 #include "src/allocation/hooks.h"
 #include "src/allocation/shard.h"
 #include "src/allocation/size_classes.h"
@@ -282,17 +284,6 @@ class AllocationCacheCore
   void DropStale(int device);
   absl::StatusOr<PooledAllocation> AllocateUncached(
       AllocationShard& shard, const LeaseRequest& request);
-  // Checks candidates (taken oldest first) until one is usable on the
-  // request's stream; puts the others back. Returns the leased block or
-  // nullptr.
-  AllocationBlock* TakeFromCandidates(AllocationShard& shard,
-                                      const BlockVector& candidates,
-                                      const LeaseRequest& request);
-  // Queries the events of a lease made unchecked (AllocationShard::
-  // TakeCached): the leased block when they completed and its generation
-  // lives on, else nullptr with the lease undone.
-  ABSL_ATTRIBUTE_NOINLINE AllocationBlock* CheckUncheckedLease(
-      AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked);
 
   // A released block used on a capturing stream: adopted by the capture
   // router's pool, else held out of reuse until the cache frees everything.
@@ -366,6 +357,7 @@ class AllocationCacheCore
   const AllocationCacheOptions options_;
   PoolLifetime lifetime_;
   StreamOrderFence fence_;
+  CrossStreamCheck cross_stream_;
   // Cached bytes per device over both kinds (the cap is per device). One
   // cache line each: every hit and every return of a device writes its own.
   struct alignas(kCacheLine) DeviceBytes {
