@@ -64,7 +64,8 @@ void Step(gpupool::SimBackend& sim, gpupool::AllocationCache& cache,
   const size_t bytes = RingBytes(step);
   absl::StatusOr<gpupool::IpcHandle> mine =
       gpupool::StableBuffers(cache).Export("ring", 0, bytes);
-  absl::StatusOr<void*> ring = gpupool::StableBuffers(cache).Acquire("ring", 0, bytes);
+  absl::StatusOr<void*> ring =
+      gpupool::StableBuffers(cache).Acquire("ring", 0, bytes);
   if (!mine.ok() || !ring.ok()) {
     std::fprintf(stderr, "rank %d step %d: export: %s\n", rank, step,
                  mine.status().ToString().c_str());
@@ -164,10 +165,12 @@ int main(int argc, char** argv) {
     MPI_Barrier(survivors);
     for (int trim = 0; trim < 500; ++trim) {
       if (!cache.Trim().ok()) ++outcome.failures;
-      if (gpupool::StableBuffers(cache).GetIpcStats().versions_waiting == 0) break;
+      if (gpupool::StableBuffers(cache).GetIpcStats().versions_waiting == 0)
+        break;
       usleep(10000);
     }
-    outcome.waiting = gpupool::StableBuffers(cache).GetIpcStats().versions_waiting;
+    outcome.waiting =
+        gpupool::StableBuffers(cache).GetIpcStats().versions_waiting;
     outcome.exports = sim.calls(gpupool::SimOp::kIpcGetHandle);
     outcome.opens = sim.calls(gpupool::SimOp::kIpcOpenHandle);
   }
@@ -183,7 +186,8 @@ int main(int argc, char** argv) {
     gpupool::SimBackend sim(options);
     gpupool::EventPool events(sim);
     gpupool::AllocationCache cache(sim, events);
-    const bool exported = gpupool::StableBuffers(cache).Export("probe", 0, 4096).ok();
+    const bool exported =
+        gpupool::StableBuffers(cache).Export("probe", 0, 4096).ok();
     std::printf(
         "mpi_ring: %d survivors after %d steps: %lld failures, %lld versions "
         "still waiting, %lld exports and %lld opens in all (3 versions per "

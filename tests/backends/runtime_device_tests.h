@@ -4,9 +4,9 @@
 // tests/backends/hip/hip_backend_test.cc. Each test runs on device 0 of the
 // real runtime and skips with the runtime's own reason where there is none.
 // What every backend must do is checked by the Backend contract suite
-// (tests/conformance/backend_contract_tests.h); the checks here need the runtime's
-// own API (host calls to hold a stream busy, captures, the runtime's last error
-// and priorities).
+// (tests/conformance/backend_contract_tests.h); the checks here need the
+// runtime's own API (host calls to hold a stream busy, captures, the runtime's
+// last error and priorities).
 //
 // A Device traits struct provides:
 //   using Api = ...;                  // the backend's traits table

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "gpupool/backend.h"
 #include "gtest/gtest.h"
-#include "tests/conformance/backend_contract_tests.h"
 #include "tests/backends/fake_runtime/fake_runtime_state.h"
+#include "tests/conformance/backend_contract_tests.h"
 
 namespace gpupool::testing {
 namespace {

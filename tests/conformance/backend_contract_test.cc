@@ -1,7 +1,8 @@
-// The Backend contract (tests/conformance/backend_contract_tests.h) on SimBackend,
-// with each of its profiles, and on the CUDA and HIP runtimes when a device is
-// present (skipped with the runtime's own reason otherwise). The fake runtime
-// runs it through the loader in backend_contract_fake_runtime_test.cc.
+// The Backend contract (tests/conformance/backend_contract_tests.h) on
+// SimBackend, with each of its profiles, and on the CUDA and HIP runtimes when
+// a device is present (skipped with the runtime's own reason otherwise). The
+// fake runtime runs it through the loader in
+// backend_contract_fake_runtime_test.cc.
 
 #include <memory>
 #include <string>

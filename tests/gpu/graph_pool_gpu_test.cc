@@ -5,8 +5,6 @@
 // and its memory is reused. Without a CUDA device the test skips with the
 // runtime's own reason.
 
-#include "gpupool/graph_pool.h"
-
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -19,6 +17,7 @@
 #include "gpupool/backend.h"
 #include "gpupool/cuda_backend.h"
 #include "gpupool/event_pool.h"
+#include "gpupool/graph_pool.h"
 #include "gpupool/stream_pool.h"
 #include "gtest/gtest.h"
 #include "tests/gpu/graph_pool_kernel.h"

@@ -113,7 +113,8 @@ TEST(CudaIpcTest, AKilledImportersPinDiesWithIt) {
   if (!backend.ok()) GTEST_SKIP() << backend.status();
   EventPool events(**backend);
   AllocationCache cache(**backend, events);
-  absl::StatusOr<IpcHandle> handle = gpupool::StableBuffers(cache).Export("ring", 0, 1 << 20);
+  absl::StatusOr<IpcHandle> handle =
+      gpupool::StableBuffers(cache).Export("ring", 0, 1 << 20);
   ASSERT_TRUE(handle.ok()) << handle.status();
   PeerProcess peer(GPUPOOL_IPC_GPU_PEER, {});
   ASSERT_TRUE(peer.started());
@@ -122,7 +123,8 @@ TEST(CudaIpcTest, AKilledImportersPinDiesWithIt) {
             "ok");
   ASSERT_TRUE(gpupool::StableBuffers(cache).Release("ring", 0).ok());
   EXPECT_TRUE(cache.Trim().ok());
-  EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().versions_waiting, 1);  // mapped by the peer
+  EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().versions_waiting,
+            1);  // mapped by the peer
   peer.Kill();
   EXPECT_TRUE(cache.Trim().ok());
   EXPECT_EQ(gpupool::StableBuffers(cache).GetIpcStats().versions_waiting, 0);

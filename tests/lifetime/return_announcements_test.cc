@@ -1,6 +1,6 @@
-// Return announcements (src/lifetime/return_announcements.h): a thread announces
-// one return at a time, Close's wait holds exactly while a return to its own
-// shard is announced, and exited threads' slots are reused.
+// Return announcements (src/lifetime/return_announcements.h): a thread
+// announces one return at a time, Close's wait holds exactly while a return to
+// its own shard is announced, and exited threads' slots are reused.
 
 #include "src/lifetime/return_announcements.h"
 

@@ -208,7 +208,9 @@ class Worker {
     std::vector<NativeStream> uses;
   };
 
-  int RandomBelow(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+  int RandomBelow(int n) {
+    return std::uniform_int_distribution<int>(0, n - 1)(rng_);
+  }
 
   void Step() {
     switch (RandomBelow(16)) {
@@ -337,7 +339,8 @@ class Worker {
     const int device = RandomBelow(world_.flags.devices);
     static constexpr size_t kSizes[] = {512,   4096,   5000,
                                         65536, 300000, (size_t{1} << 20) + 7};
-    const size_t bytes = kSizes[RandomBelow(6)] + static_cast<size_t>(RandomBelow(64));
+    const size_t bytes =
+        kSizes[RandomBelow(6)] + static_cast<size_t>(RandomBelow(64));
     const MemoryKind kind =
         RandomBelow(4) == 0 ? MemoryKind::kPinnedHost : MemoryKind::kDevice;
     NativeStream stream = RandomBelow(2) == 0 ? StreamOf(device) : nullptr;
@@ -390,10 +393,10 @@ class Worker {
 
   void Work() {
     if (streams_.empty()) return;
-    world_.sim.SubmitWork(
-        streams_[static_cast<size_t>(RandomBelow(static_cast<int>(streams_.size())))]
-            .get(),
-        absl::Microseconds(RandomBelow(200)));
+    world_.sim.SubmitWork(streams_[static_cast<size_t>(RandomBelow(
+                                       static_cast<int>(streams_.size())))]
+                              .get(),
+                          absl::Microseconds(RandomBelow(200)));
   }
 
   void Maintenance() {
@@ -409,14 +412,16 @@ class Worker {
         world_.cache->Trim(device, size_t{1} << 20).IgnoreError();
         return;
       case 3:
-        (void)world_.streams->Prewarm(device, kStreamConfigs[RandomBelow(2)], 4);
+        (void)world_.streams->Prewarm(device, kStreamConfigs[RandomBelow(2)],
+                                      4);
         return;
       case 4:
         (void)world_.events->Prewarm(device, kEventConfigs[RandomBelow(2)], 4);
         return;
       case 5:
         (void)gpupool::StableBuffers(*world_.cache)
-            .Acquire(absl::StrCat("stable", RandomBelow(4)), device, 4096u << RandomBelow(4));
+            .Acquire(absl::StrCat("stable", RandomBelow(4)), device,
+                     4096u << RandomBelow(4));
         return;
       default:
         return;

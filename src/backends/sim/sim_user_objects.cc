@@ -251,9 +251,9 @@ void SimUserObjects::AppendLeaks(int device, LeakList* leaks) const {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, object] : objects_) {
     if (object.device == device && object.caller_refs > 0) {
-      leaks->emplace_back(id, absl::StrCat("user object ", id, " on device ",
-                                           device, " (", object.caller_refs,
-                                           " references held)"));
+      leaks->emplace_back(
+          id, absl::StrCat("user object ", id, " on device ", device, " (",
+                           object.caller_refs, " references held)"));
     }
   }
 }

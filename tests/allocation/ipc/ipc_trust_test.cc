@@ -94,7 +94,8 @@ class IpcTrustTest : public ::testing::Test {
   void ExpectRefused(const IpcHandle& handle, absl::StatusCode code,
                      const std::string& field) {
     const int64_t opens = sim_.calls(SimOp::kIpcOpenHandle);
-    absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(handle, 0);
+    absl::StatusOr<ImportedBuffer> lease =
+        gpupool::StableBuffers(*cache_).Import(handle, 0);
     EXPECT_EQ(lease.status().code(), code) << lease.status();
     EXPECT_THAT(lease.status().message(), HasSubstr(field));
     EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), opens);
@@ -133,7 +134,8 @@ TEST_F(IpcTrustTest, OffsetAndBytesPastTheExportedExtentAreRefused) {
   // exports opens closes hits mappings leases waiting
   EXPECT_EQ(peer->Ask("stats"), "1 0 0 0 0 0 0");
   const IpcHandle next = FromWire(peer->Ask("export ring1 8192 4"));
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(next, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(next, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 4);
   EXPECT_EQ(lease->size(), 8192u);
@@ -194,7 +196,8 @@ TEST_F(IpcTrustTest, CrossedSlotAndRuntimeBytesAreRefusedBeforeAnyPin) {
 TEST_F(IpcTrustTest, AHitRequiresTheMappedHandleAndStaysInsideIt) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
   const IpcHandle real = FromWire(peer->Ask("export ring0 4096 6"));
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(real, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(real, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   // The mapping's real extent, as the importer learnt it.
   absl::StatusOr<AddressRange> range =
@@ -221,7 +224,8 @@ TEST_F(IpcTrustTest, AHitRequiresTheMappedHandleAndStaysInsideIt) {
   other = real;
   other.offset = 1024;
   other.bytes = 1024;
-  absl::StatusOr<ImportedBuffer> view = gpupool::StableBuffers(*cache_).Import(Reparsed(other), 0);
+  absl::StatusOr<ImportedBuffer> view =
+      gpupool::StableBuffers(*cache_).Import(Reparsed(other), 0);
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(view->data(), static_cast<char*>(lease->data()) + 1024);
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().import_hits, 1);
@@ -243,10 +247,12 @@ TEST_F(IpcTrustTest, TheRecordedExtentGrowsWithTheExportersRequests) {
   const IpcHandle larger = FromWire(peer->Ask("export ring0 4096 8"));
   EXPECT_EQ(larger.version, first.version);
   EXPECT_EQ(larger.bytes, 4096u);
-  absl::StatusOr<ImportedBuffer> whole = gpupool::StableBuffers(*cache_).Import(larger, 0);
+  absl::StatusOr<ImportedBuffer> whole =
+      gpupool::StableBuffers(*cache_).Import(larger, 0);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(whole->size(), 4096u);
-  absl::StatusOr<ImportedBuffer> part = gpupool::StableBuffers(*cache_).Import(first, 0);
+  absl::StatusOr<ImportedBuffer> part =
+      gpupool::StableBuffers(*cache_).Import(first, 0);
   ASSERT_TRUE(part.ok()) << part.status();
   EXPECT_EQ(part->size(), 4000u);
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().opens, 1);
@@ -261,11 +267,13 @@ TEST_F(IpcTrustTest, TheRecordedExtentGrowsWithTheExportersRequests) {
 // random exporter id, not by the pid: a peer's handle that names our pid
 // (two containers' first processes are both pid 1) is imported normally.
 TEST_F(IpcTrustTest, OwnHandlesAreKnownByExporterIdAndCheckedToo) {
-  absl::StatusOr<IpcHandle> mine = gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
+  absl::StatusOr<IpcHandle> mine =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
   ASSERT_TRUE(mine.ok()) << mine.status();
   IpcHandle forged = *mine;
   forged.bytes = 1 << 20;
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(Reparsed(forged), 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(Reparsed(forged), 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(lease.status().message(), HasSubstr("bytes"));
   forged = *mine;
@@ -290,23 +298,28 @@ TEST_F(IpcTrustTest, OwnHandlesAreKnownByExporterIdAndCheckedToo) {
 // A lease on one's own handle pins its version like an importer's mapping:
 // a growth (or release) of the buffer waits for the lease before the free.
 TEST_F(IpcTrustTest, ALeaseOnOnesOwnHandleKeepsItsVersionAlive) {
-  absl::StatusOr<IpcHandle> v1 = gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
+  absl::StatusOr<IpcHandle> v1 =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
   ASSERT_TRUE(v1.ok()) << v1.status();
   void* old_ptr = *gpupool::StableBuffers(*cache_).Acquire("ring0", 0, 4096);
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(*v1, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(*v1, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_TRUE(lease->local());
-  absl::StatusOr<ImportedBuffer> second = gpupool::StableBuffers(*cache_).Import(*v1, 0);
+  absl::StatusOr<ImportedBuffer> second =
+      gpupool::StableBuffers(*cache_).Import(*v1, 0);
   ASSERT_TRUE(second.ok()) << second.status();
   const int64_t frees = sim_.calls(SimOp::kFree);
 
-  absl::StatusOr<IpcHandle> v2 = gpupool::StableBuffers(*cache_).Export("ring0", 0, 1 << 20);
+  absl::StatusOr<IpcHandle> v2 =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 1 << 20);
   ASSERT_TRUE(v2.ok()) << v2.status();
   EXPECT_NE(v2->version, v1->version);
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 1);
   EXPECT_EQ(sim_.calls(SimOp::kFree), frees);
   // The waiting version still leases (it is not freed).
-  absl::StatusOr<ImportedBuffer> third = gpupool::StableBuffers(*cache_).Import(*v1, 0);
+  absl::StatusOr<ImportedBuffer> third =
+      gpupool::StableBuffers(*cache_).Import(*v1, 0);
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(third->data(), old_ptr);
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().import_leases, 3);
@@ -314,7 +327,8 @@ TEST_F(IpcTrustTest, ALeaseOnOnesOwnHandleKeepsItsVersionAlive) {
   lease->Release();
   second->Release();
   EXPECT_TRUE(cache_->Trim().ok());
-  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 1);  // one lease left
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting,
+            1);  // one lease left
   third->Release();
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().import_leases, 0);
   EXPECT_TRUE(cache_->Trim().ok());
@@ -326,10 +340,10 @@ TEST_F(IpcTrustTest, ALeaseOnOnesOwnHandleKeepsItsVersionAlive) {
   EXPECT_TRUE(misuses_.empty());
 }
 
-// StableBuffers::Export against StableBuffers::Release and growth of the same name on other
-// threads: the runtime is never handed a freed pointer (the simulator flags
-// a GetIpcHandle of memory that is not a live allocation as misuse), and
-// every handle made names a live version when it is returned.
+// StableBuffers::Export against StableBuffers::Release and growth of the same
+// name on other threads: the runtime is never handed a freed pointer (the
+// simulator flags a GetIpcHandle of memory that is not a live allocation as
+// misuse), and every handle made names a live version when it is returned.
 TEST_F(IpcTrustTest, ExportIsAtomicWithReleaseAndGrowthOfTheName) {
   std::atomic<bool> stop{false};
   std::thread releaser([&] {
@@ -338,15 +352,16 @@ TEST_F(IpcTrustTest, ExportIsAtomicWithReleaseAndGrowthOfTheName) {
       if (++round % 2 == 0) {
         (void)gpupool::StableBuffers(*cache_).Release("ring0", 0);
       } else {
-        (void)gpupool::StableBuffers(*cache_).Acquire("ring0", 0, size_t{4096} << (round % 5));
+        (void)gpupool::StableBuffers(*cache_).Acquire(
+            "ring0", 0, size_t{4096} << (round % 5));
       }
     }
   });
   int exported = 0;
   int gave_up = 0;  // Aborted: the name moved under every attempt
   for (int i = 0; i < 3000; ++i) {
-    absl::StatusOr<IpcHandle> handle =
-        gpupool::StableBuffers(*cache_).Export("ring0", 0, size_t{4096} << (i % 3));
+    absl::StatusOr<IpcHandle> handle = gpupool::StableBuffers(*cache_).Export(
+        "ring0", 0, size_t{4096} << (i % 3));
     if (handle.ok()) {
       ++exported;
     } else {
@@ -360,7 +375,8 @@ TEST_F(IpcTrustTest, ExportIsAtomicWithReleaseAndGrowthOfTheName) {
   EXPECT_GT(exported, 0);
   EXPECT_EQ(exported + gave_up, 3000);
   EXPECT_TRUE(misuses_.empty()) << misuses_.front();
-  EXPECT_EQ(sim_.calls(SimOp::kIpcGetHandle), gpupool::StableBuffers(*cache_).GetIpcStats().exports);
+  EXPECT_EQ(sim_.calls(SimOp::kIpcGetHandle),
+            gpupool::StableBuffers(*cache_).GetIpcStats().exports);
   (void)gpupool::StableBuffers(*cache_).Release("ring0", 0);
   EXPECT_TRUE(cache_->Trim().ok());
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 0);
@@ -424,7 +440,8 @@ TEST_F(IpcTrustTest, PlantedTableFilesAreRefusedBeforeMapping) {
   ExpectRefused(planted, absl::StatusCode::kNotFound, "gone");
 
   // The real one still imports.
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(real, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(real, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(*static_cast<unsigned char*>(lease->data()), 3);
   lease->Release();
@@ -446,7 +463,8 @@ TEST_F(IpcTrustTest, ATruncatedSegmentIsRefusedNotMapped) {
     }
   }
   ASSERT_EQ(truncated, 1);
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(real, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(real, 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kInvalidArgument)
       << lease.status();
   EXPECT_THAT(lease.status().message(), HasSubstr("bytes"));
@@ -474,14 +492,16 @@ int FilesStartingWith(const std::string& prefix) {
 // not a count), so the exporter frees the version at its next Trim.
 TEST_F(IpcTrustTest, AKilledImportersPinDiesWithIt) {
   std::unique_ptr<PeerProcess> peer = StartPeer();
-  absl::StatusOr<IpcHandle> handle = gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
+  absl::StatusOr<IpcHandle> handle =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
   ASSERT_TRUE(handle.ok()) << handle.status();
   void* ptr = *gpupool::StableBuffers(*cache_).Acquire("ring0", 0, 4096);
   std::memset(sim_.ExportedBytes(ptr), 5, 4096);
   ASSERT_EQ(peer->Ask(absl::StrCat("import ", Wire(*handle))), "ok 5");
   const int64_t frees = sim_.calls(SimOp::kFree);
   ASSERT_TRUE(gpupool::StableBuffers(*cache_).Release("ring0", 0).ok());
-  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 1);  // still mapped
+  EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting,
+            1);  // still mapped
   EXPECT_TRUE(cache_->Trim().ok());
   EXPECT_EQ(gpupool::StableBuffers(*cache_).GetIpcStats().versions_waiting, 1);
   EXPECT_EQ(sim_.calls(SimOp::kFree), frees);
@@ -500,7 +520,8 @@ TEST_F(IpcTrustTest, AKilledImportersPinDiesWithIt) {
 TEST_F(IpcTrustTest, OneImporterCannotReleaseAnothersPin) {
   std::unique_ptr<PeerProcess> holder = StartPeer();
   std::unique_ptr<PeerProcess> other = StartPeer();
-  absl::StatusOr<IpcHandle> handle = gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
+  absl::StatusOr<IpcHandle> handle =
+      gpupool::StableBuffers(*cache_).Export("ring0", 0, 4096);
   ASSERT_TRUE(handle.ok()) << handle.status();
   ASSERT_EQ(holder->Ask(absl::StrCat("import ", Wire(*handle))), "ok 0");
   ASSERT_EQ(other->Ask(absl::StrCat("import ", Wire(*handle))), "ok 0");
@@ -542,7 +563,8 @@ TEST_F(IpcTrustTest, AKilledExportersFilesAreReapedAndItsHandlesNotFound) {
   ASSERT_EQ(stat(TablePath(orphan.exporter_id).c_str(), &table), 0);
   peer->Kill();
 
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(orphan, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(orphan, 0);
   EXPECT_EQ(lease.status().code(), absl::StatusCode::kNotFound)
       << lease.status();
   EXPECT_EQ(sim_.calls(SimOp::kIpcOpenHandle), 0);
@@ -564,10 +586,12 @@ TEST_F(IpcTrustTest, AnExporterKilledAfterAttachIsNotFoundForNewOpens) {
   const int peer_segments =
       FilesStartingWith(absl::StrCat("sim-", namespace_, "-"));
   EXPECT_EQ(peer_segments, 2);
-  absl::StatusOr<ImportedBuffer> lease = gpupool::StableBuffers(*cache_).Import(first, 0);
+  absl::StatusOr<ImportedBuffer> lease =
+      gpupool::StableBuffers(*cache_).Import(first, 0);
   ASSERT_TRUE(lease.ok()) << lease.status();
   peer->Kill();
-  absl::StatusOr<ImportedBuffer> other = gpupool::StableBuffers(*cache_).Import(second, 0);
+  absl::StatusOr<ImportedBuffer> other =
+      gpupool::StableBuffers(*cache_).Import(second, 0);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound)
       << other.status();
   EXPECT_THAT(other.status().message(), HasSubstr("died"));
@@ -594,7 +618,8 @@ TEST_F(IpcTrustTest, ACachesFilesGoWithIt) {
     SimBackend sim(Options(namespace_, &misuses_));
     EventPool events(sim);
     AllocationCache cache(sim, events);
-    absl::StatusOr<IpcHandle> handle = gpupool::StableBuffers(cache).Export("ring0", 0, 4096);
+    absl::StatusOr<IpcHandle> handle =
+        gpupool::StableBuffers(cache).Export("ring0", 0, 4096);
     ASSERT_TRUE(handle.ok()) << handle.status();
     struct stat table;
     EXPECT_EQ(stat(TablePath(handle->exporter_id).c_str(), &table), 0);
