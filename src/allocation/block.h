@@ -26,8 +26,19 @@ namespace gpupool::internal {
 struct AllocationBlock;
 
 // A block's events: one per stream it was used on, or a merged block's
-// few; two inline, so that a merge of two halves stays off the heap.
-using BlockEvents = absl::InlinedVector<PooledEvent, 2>;
+// few (at most kMaxFenceEvents, segment.h). Four inline, so that a merge, and
+// a lease that takes a merge's spares to its events, stay off the heap: with
+// two, a cycle of changing sizes grew one of them on the heap about once per
+// cycle.
+using BlockEvents = absl::InlinedVector<PooledEvent, 4>;
+
+// Moves every event of `from` to the end of `to` and empties `from`: one
+// move per event, where assigning an InlinedVector goes through its general
+// (and several times dearer) path.
+inline void MoveEvents(BlockEvents& from, BlockEvents& to) {
+  for (PooledEvent& event : from) to.push_back(std::move(event));
+  from.clear();
+}
 
 // What became of a block whose safety had to be proven with the runtime.
 enum class BlockState {

@@ -29,40 +29,36 @@ AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
   block->size_class = FloorSizeClass(bytes);
   rest->size_class = FloorSizeClass(rest->size);
   if (rest_takes_events && !block->events.empty()) {
-    rest->events = std::move(block->events);
-    block->events.clear();
+    MoveEvents(block->events, rest->events);
     rest->release_stream = block->release_stream;
   }
   return rest;
 }
 
-bool Covers(const AllocationBlock* released, const AllocationBlock* other) {
-  return released != nullptr && released != other &&
-         released->events.size() == 1 && released->release_stream != nullptr &&
-         !other->events.empty() &&
-         other->release_stream == released->release_stream &&
-         other->listed_at < released->leased_at;
+namespace {
+
+// `block`'s events, covered by a later one, become spares: the stash's
+// while it has room (they would reach it at the block's next release
+// otherwise, after a trip through its lease), else the block's own.
+void SpareCovered(AllocationBlock* block, SpareEvents* stash) {
+  for (PooledEvent& event : block->events) {
+    if (stash != nullptr && stash->size() < kMaxStashedSpares) {
+      stash->push_back(std::move(event));
+    } else {
+      block->spare_events.push_back(std::move(event));
+    }
+  }
+  block->events.clear();
 }
 
-bool CanMerge(const AllocationBlock* low, const AllocationBlock* high,
-              const AllocationBlock* released) {
-  if (low->generation != high->generation || low->owner != nullptr ||
-      high->owner != nullptr) {
-    return false;
-  }
-  return Covers(released, low) || Covers(released, high) ||
-         low->events.size() + high->events.size() <= kMaxFenceEvents;
-}
+}  // namespace
 
 void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
-                 const AllocationBlock* released, BlockRecords* records) {
-  auto move_all = [](BlockEvents& from, BlockEvents& to) {
-    for (PooledEvent& event : from) to.push_back(std::move(event));
-    from.clear();
-  };
+                 const AllocationBlock* released, BlockRecords* records,
+                 SpareEvents* stash) {
   // Covered events are spares: the released block's later event fences them.
-  if (Covers(released, low)) move_all(low->events, low->spare_events);
-  if (Covers(released, high)) move_all(high->events, high->spare_events);
+  if (Covers(released, low)) SpareCovered(low, stash);
+  if (Covers(released, high)) SpareCovered(high, stash);
   NativeStream stream = nullptr;
   if (low->events.empty()) {
     stream = high->release_stream;
@@ -70,8 +66,8 @@ void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
              low->release_stream == high->release_stream) {
     stream = low->release_stream;
   }
-  move_all(high->events, low->events);
-  move_all(high->spare_events, low->spare_events);
+  MoveEvents(high->events, low->events);
+  MoveEvents(high->spare_events, low->spare_events);
   low->release_stream = low->events.empty() ? nullptr : stream;
   low->size += high->size;
   low->size_class = FloorSizeClass(low->size);
@@ -84,7 +80,7 @@ void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
 
 AllocationBlock* MergeFreeNeighbours(
     AllocationBlock* block, bool released, BlockRecords* records,
-    absl::FunctionRef<void(AllocationBlock*)> unlist) {
+    absl::FunctionRef<void(AllocationBlock*)> unlist, SpareEvents* stash) {
   // The just-released block whose single event may cover its neighbours';
   // after a merge the survivor carries that event alone, or not.
   const AllocationBlock* fresh = released ? block : nullptr;
@@ -96,7 +92,7 @@ AllocationBlock* MergeFreeNeighbours(
       // neighbour's was covered or it had none.
       const bool keeps = Covers(fresh, prev) || prev->events.empty();
       const uint64_t leased_at = block->leased_at;
-      AbsorbAbove(prev, block, fresh, records);
+      AbsorbAbove(prev, block, fresh, records, stash);
       block = prev;
       if (fresh != nullptr && keeps) {
         block->leased_at = leased_at;  // a free block's own is not used
@@ -110,7 +106,7 @@ AllocationBlock* MergeFreeNeighbours(
     if (next != nullptr && next->free_listed && CanMerge(block, next, fresh)) {
       unlist(next);
       const bool keeps = Covers(fresh, next) || next->events.empty();
-      AbsorbAbove(block, next, fresh, records);
+      AbsorbAbove(block, next, fresh, records, stash);
       if (!keeps) fresh = nullptr;
       continue;
     }

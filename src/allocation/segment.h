@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -51,7 +52,10 @@ class BlockRecords {
       delete block;
       return;
     }
-    *block = AllocationBlock();
+    // Destroyed and built anew in place: cheaper than assigning a fresh
+    // record, whose containers would be assigned element by element.
+    block->~AllocationBlock();
+    new (block) AllocationBlock();
     free_.push_back(block);
   }
 
@@ -81,29 +85,55 @@ inline AllocationBlock* ServingOrNull(AllocationBlock* block, size_t bytes,
 AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
                             bool rest_takes_events, BlockRecords* records);
 
+// Spare events a shard keeps for leases that have none (segment-independent,
+// per device and kind), at most kMaxStashedSpares.
+inline constexpr size_t kMaxStashedSpares = 64;
+using SpareEvents = std::vector<PooledEvent>;
+
+// Whether `released` (as for AbsorbAbove) makes `other`'s events spares.
+inline bool Covers(const AllocationBlock* released,
+                   const AllocationBlock* other) {
+  return released != nullptr && released != other &&
+         released->events.size() == 1 && released->release_stream != nullptr &&
+         !other->events.empty() &&
+         other->release_stream == released->release_stream &&
+         other->listed_at < released->leased_at;
+}
+
 // Whether `low` and the block just above it, `high`, may merge (`released`:
 // as for AbsorbAbove).
-bool CanMerge(const AllocationBlock* low, const AllocationBlock* high,
-              const AllocationBlock* released = nullptr);
+inline bool CanMerge(const AllocationBlock* low, const AllocationBlock* high,
+                     const AllocationBlock* released = nullptr) {
+  if (low->generation != high->generation || low->owner != nullptr ||
+      high->owner != nullptr) {
+    return false;
+  }
+  return Covers(released, low) || Covers(released, high) ||
+         low->events.size() + high->events.size() <= kMaxFenceEvents;
+}
 // Merges `high` into `low` (its neighbour below) and deletes `high`'s record
 // (its events move to `low`). The merged fence holds both halves' events
 // and is pending on one stream alone only when each half was pending there
 // or ready — except that where `released` (one of the two, just released
 // with a single event on stream S) was leased after the other was listed
 // with events on S alone, its event was recorded after all of those: they
-// become spares and the fence is `released`'s event alone.
+// become spares and the fence is `released`'s event alone. Such spares go
+// to `stash` (the shard's, nullptr: none) while it has room, else stay with
+// the block.
 void AbsorbAbove(AllocationBlock* low, AllocationBlock* high,
-                 const AllocationBlock* released, BlockRecords* records);
-// Whether `released` (as above) makes `other`'s events spares.
-bool Covers(const AllocationBlock* released, const AllocationBlock* other);
+                 const AllocationBlock* released, BlockRecords* records,
+                 SpareEvents* stash = nullptr);
 
 // Merges `block` (not listed) with the free-listed blocks beside it while
 // CanMerge allows, calling `unlist` on each neighbour before it merges;
 // returns the merged block. `released`: `block` was just released, so its
-// single event may cover its neighbours' (AbsorbAbove).
+// single event may cover its neighbours' (AbsorbAbove), whose events then go
+// to `stash` while it has room (the caller checked that the block's
+// generation is alive: a dead one's events must never be lent).
 AllocationBlock* MergeFreeNeighbours(
     AllocationBlock* block, bool released, BlockRecords* records,
-    absl::FunctionRef<void(AllocationBlock*)> unlist);
+    absl::FunctionRef<void(AllocationBlock*)> unlist,
+    SpareEvents* stash = nullptr);
 
 // The first free-listed block of a run of two or more in its segment.
 bool IsRunHead(const AllocationBlock* block);
@@ -112,10 +142,6 @@ bool IsRunHead(const AllocationBlock* block);
 void MergeRun(AllocationBlock* head, BlockRecords* records,
               absl::FunctionRef<void(AllocationBlock*)> unlist);
 
-// Spare events a shard keeps for leases that have none (segment-independent,
-// per device and kind), at most kMaxStashedSpares.
-inline constexpr size_t kMaxStashedSpares = 64;
-using SpareEvents = std::vector<PooledEvent>;
 // Moves `block`'s spares beyond one into `stash` while it has room.
 void StashSparesSlow(AllocationBlock* block, SpareEvents* stash);
 inline void StashSpares(AllocationBlock* block, SpareEvents* stash) {

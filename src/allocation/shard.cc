@@ -249,11 +249,14 @@ AllocationBlock* AllocationShard::AddCachedLocked(AllocationBlock* block,
 
 AllocationBlock* AllocationShard::MergeLocked(AllocationBlock* block,
                                               bool released) {
+  // Only a released block covers its neighbours' events, and TakeBack, the
+  // one caller that passes `released`, found its generation alive.
   return MergeFreeNeighbours(
       block, released, &records_,
       [this](AllocationBlock* neighbour) ABSL_NO_THREAD_SAFETY_ANALYSIS {
         RemoveCachedLocked(neighbour);  // called under mu_, by us
-      });
+      },
+      released ? &spare_events_ : nullptr);
 }
 
 void AllocationShard::SplitLocked(AllocationBlock* block, size_t bytes,

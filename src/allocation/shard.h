@@ -412,10 +412,7 @@ class alignas(kCacheLine) AllocationShard {
     StampLeaseLocked(block, request);
     // Spares of a merge join the lease's: its release re-records them.
     if (!block->spare_events.empty()) {
-      for (PooledEvent& event : block->spare_events) {
-        block->events.push_back(std::move(event));
-      }
-      block->spare_events.clear();
+      MoveEvents(block->spare_events, block->events);
     }
     AddInUseLocked(block);
     in_use_.RaisePeak();
@@ -431,7 +428,12 @@ class alignas(kCacheLine) AllocationShard {
     block->where = request.where;
     block->leased_unix_ns = request.leased_unix_ns;
     block->leased_at = ++lease_count_;
-    LendSpare(block, &spare_events_);
+    // A spare serves a lease of the general cache, whose release re-records
+    // it. A room's block (`owner`: a graph pool's) goes back to its room,
+    // which records nothing at a release inside a capture and reuses only
+    // blocks without events there: a lent spare would keep the block from
+    // that reuse and stand for work it never fenced.
+    if (block->owner == nullptr) LendSpare(block, &spare_events_);
   }
   // Whether leasing `block` for `request` takes it to another stream than
   // its previous lease's (AllocationBlock::fence_at_release): so on every

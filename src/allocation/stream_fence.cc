@@ -14,12 +14,6 @@
 namespace gpupool::internal {
 namespace {
 
-PooledEvent TakeSpare(BlockEvents* spares) {
-  PooledEvent event = std::move(spares->back());
-  spares->pop_back();
-  return event;
-}
-
 // Gives events the caller just saw complete back to their pool, which then
 // keeps them without a query of its own.
 void ReleaseCompleted(BlockEvents* events) {
@@ -62,22 +56,35 @@ BlockState StreamOrderFence::SpareNotRecorded(AllocationBlock* block,
 
 BlockState StreamOrderFence::RecordOnEveryStream(AllocationBlock* block) {
   const int device = block->device;
-  BlockEvents spares = std::move(block->events);
-  block->events.clear();
+  // The block's own events are re-recorded where they are, one on each
+  // stream of its uses; a stream beyond them gets one from the EventPool.
+  BlockEvents& events = block->events;
   NativeStream single_stream = nullptr;
+  size_t recorded = 0;  // events[0, recorded) are recorded
   for (NativeStream stream : block->uses) {
-    absl::StatusOr<PooledEvent> event =
-        spares.empty()
-            ? events_.Acquire(device, event_config_, absl::ZeroDuration(),
-                              SourceLocation::Internal())
-            : TakeSpare(&spares);
-    absl::Status status = event.status();
-    if (event.ok()) {
-      status = backend_.RecordEvent(device, event->get(), stream);
+    absl::StatusOr<PooledEvent> event;
+    absl::Status status;
+    if (recorded < events.size()) {
+      status = backend_.RecordEvent(device, events[recorded].get(), stream);
       if (status.ok()) {
         single_stream = stream;
-        block->events.push_back(*std::move(event));
+        ++recorded;
         continue;
+      }
+      event = std::move(events[recorded]);
+      events.erase(events.begin() + recorded);
+    } else {
+      event = events_.Acquire(device, event_config_, absl::ZeroDuration(),
+                              SourceLocation::Internal());
+      status = event.status();
+      if (event.ok()) {
+        status = backend_.RecordEvent(device, event->get(), stream);
+        if (status.ok()) {
+          single_stream = stream;
+          events.push_back(*std::move(event));
+          ++recorded;
+          continue;
+        }
       }
     }
     if (std::optional<BlockState> state =
@@ -85,12 +92,16 @@ BlockState StreamOrderFence::RecordOnEveryStream(AllocationBlock* block) {
       return *state;
     }
   }
-  if (block->events.size() == 1) block->release_stream = single_stream;
-  // Unused spares (a merge may have handed the block several) stay with it:
-  // its shard keeps them for leases that have none, where an EventPool
-  // return would query each and an acquire draw from the pool again.
-  while (!spares.empty()) block->spare_events.push_back(TakeSpare(&spares));
-  return block->events.empty() ? BlockState::kIdle : BlockState::kPending;
+  // Unused events (a merge may have handed the block several) are its
+  // spares: its shard keeps them for leases that have none, where an
+  // EventPool return would query each and an acquire draw from the pool
+  // again.
+  while (events.size() > recorded) {
+    block->spare_events.push_back(std::move(events.back()));
+    events.pop_back();
+  }
+  if (events.size() == 1) block->release_stream = single_stream;
+  return events.empty() ? BlockState::kIdle : BlockState::kPending;
 }
 
 absl::StatusOr<CaptureInfo> StreamOrderFence::CaptureOf(int device,
