@@ -408,6 +408,12 @@ bool AllocationCacheCore::Return(AllocationBlock* block) {
 
 AllocationCacheCore::Parked AllocationCacheCore::ParkIn(
     AllocationShard& shard, AllocationBlock* block) {
+  // A part of a segment goes to the free index, to merge with its free
+  // neighbours: neither the slot nor a lane takes it. Known without the
+  // lock (AllocationBlock::whole_in_use, as Stash reads it), so that its
+  // release takes the shard's lock once (TakeBack), not once more to be
+  // refused by Park.
+  if (!block->whole_in_use) return Parked::kNo;
   const uint64_t block_generation = generation(block->device);
   // The release slot first: the lock is taken by whoever comes next.
   if (shard.Stash(block, block_generation)) return Parked::kStashed;
