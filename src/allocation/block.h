@@ -218,6 +218,13 @@ class BlockList {
 // allocation per Allocate.
 using BlockVector = absl::InlinedVector<AllocationBlock*, 4>;
 
+// Deletes host records (their events go back to their EventPool). Called
+// without the cache's and its shards' locks: the EventPool takes its own.
+void DeleteEachBlock(const BlockVector& blocks);
+inline void DeleteBlocks(const BlockVector& blocks) {
+  if (!blocks.empty()) DeleteEachBlock(blocks);  // the hot path has none
+}
+
 using PrimaryList = BlockList<&AllocationBlock::links>;
 using StreamList = BlockList<&AllocationBlock::stream_links>;
 

@@ -144,10 +144,6 @@ void AllocationCacheCore::DropStale(int device) {
   }
 }
 
-void AllocationCacheCore::DeleteEach(const BlockVector& blocks) {
-  for (AllocationBlock* block : blocks) delete block;
-}
-
 AllocationBlock* AllocationCacheCore::NewBlock(const AllocationShard& shard,
                                                void* ptr, size_t size,
                                                int size_class,

@@ -209,12 +209,6 @@ class AllocationCacheCore
   // first) and the retiring ones: the bytes freed, waiting for pending work
   // first.
   size_t ReleaseCachedFor(AllocationShard& shard, size_t bytes);
-  // Deletes host records (returning their events to the EventPool). Must be
-  // called without our locks: the EventPool takes its own.
-  static void DeleteBlocks(const BlockVector& blocks) {
-    if (!blocks.empty()) DeleteEach(blocks);  // the hot path has none
-  }
-  static void DeleteEach(const BlockVector& blocks);
   // Frees a stable buffer's memory, unless the free gate keeps it (then
   // FreeReleasedByGate frees it later).
   absl::Status FreeStableMemory(AllocationShard& shard, void* ptr);

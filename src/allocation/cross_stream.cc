@@ -21,7 +21,7 @@ AllocationBlock* CrossStreamCheck::CheckUncheckedLease(
   if (state == BlockState::kIdle && block->generation == now) return block;
   BlockVector garbage;
   shard.UndoUncheckedLease(unchecked, state, now, &garbage);
-  Delete(garbage);
+  DeleteBlocks(garbage);
   return nullptr;
 }
 
@@ -79,7 +79,7 @@ AllocationBlock* CrossStreamCheck::TakeFromCandidates(
   chosen =
       shard.SettleCandidates(chosen, waited, keep, dropped, leaked, request,
                              health_.generation(shard.device()), &garbage);
-  Delete(garbage);
+  DeleteBlocks(garbage);
   return chosen;
 }
 

@@ -45,12 +45,6 @@ class CrossStreamCheck {
       AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked);
 
  private:
-  // Deletes the records the shard gave up (their events go back to their
-  // EventPool: outside every lock).
-  static void Delete(const BlockVector& garbage) {
-    for (AllocationBlock* block : garbage) delete block;
-  }
-
   StreamOrderFence& fence_;
   DeviceHealth& health_;
   const CrossStreamPolicy policy_;

@@ -8,6 +8,10 @@
 
 namespace gpupool::internal {
 
+void DeleteEachBlock(const BlockVector& blocks) {
+  for (AllocationBlock* block : blocks) delete block;
+}
+
 AllocationBlock* SplitBlock(AllocationBlock* block, size_t bytes,
                             bool rest_takes_events, BlockRecords* records) {
   if (block->size < bytes || block->size - bytes < kMinSplitRemainder) {

@@ -30,7 +30,7 @@ AllocationShard::~AllocationShard() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   TakeAllCachedLocked(&blocks);
   TakeAllRetiringLocked(&blocks);
   parked_.TakeAll(std::nullopt, &blocks);
-  for (AllocationBlock* block : blocks) delete block;
+  DeleteBlocks(blocks);
   while (AllocationBlock* pin = leaked_parts_.PopFront()) delete pin;
   // Leased blocks belong to their leases, which hold this shard alive.
 }

@@ -58,7 +58,7 @@ absl::StatusOr<void*> AcquireStable(AllocationCacheCore& core,
   BlockVector stale;
   const AllocationShard::StableClaim claim =
       shard.ClaimStable(name, bytes, core.generation(device), &stale);
-  core.DeleteBlocks(stale);
+  DeleteBlocks(stale);
   if (claim.existing != nullptr) return claim.existing;
   return FinishStable(core, shard, claim.buffer, bytes, capacity);
 }
@@ -72,7 +72,7 @@ absl::Status ReleaseStable(AllocationCacheCore& core, absl::string_view name,
   AllocationShard& shard = core.Shard(device, MemoryKind::kDevice);
   BlockVector stale;
   void* ptr = shard.TakeStable(name, core.generation(device), &stale);
-  core.DeleteBlocks(stale);
+  DeleteBlocks(stale);
   if (ptr == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("StableBuffers::Release: no stable buffer named \"", name,
