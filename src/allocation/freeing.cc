@@ -128,11 +128,15 @@ absl::Status AllocationCacheCore::FenceStream(int device, NativeStream stream) {
 }
 
 void AllocationCacheCore::FreeEverything(bool close, bool call_runtime) {
-  // Parked blocks first, fenced while releases still settle (else leaked by
-  // TakeEverything: never freed unfenced).
+  // Parked blocks whose fence is deferred first, fenced while releases still
+  // settle (else leaked by TakeEverything: never freed unfenced). Those
+  // fenced at their release go with the free index's (TakeEverything).
   if (call_runtime) {
     for (const auto& shard : shards_) {
-      if (shard->MayHaveParked()) FenceParked(*shard);
+      if (shard->MayHaveParked()) {
+        FenceParked(*shard, std::nullopt, /*stream_goes=*/false,
+                    /*deferred_only=*/true);
+      }
     }
   }
   if (close) closed_.store(true, std::memory_order_release);

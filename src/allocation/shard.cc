@@ -362,6 +362,10 @@ void AllocationShard::TakeAllRetiringLocked(BlockVector* out) {
 }
 
 AllocationBlock* AllocationShard::TakeOldestRetiring() {
+  // Read first without the lock, as Stash reads it: a miss with nothing
+  // retiring (the usual case) takes no lock to find so; a block retired by
+  // another thread meanwhile waits for the next poll.
+  if (!any_retiring_.load(std::memory_order_relaxed)) return nullptr;
   SettledLock lock(this);
   return TakeOldestRetiringLocked();
 }
@@ -421,6 +425,13 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
   // segment, or leaked with it once the shard is closed).
   TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false,
                    /*smaller_than=*/static_cast<size_t>(-1), blocks);
+  // Parked blocks fenced at their release are whole segments, cached: taken
+  // as the free index's are (no detour through the index).
+  const size_t first_parked = blocks->size();
+  parked_.TakeFenced(blocks);
+  for (size_t i = first_parked; i < blocks->size(); ++i) {
+    UncacheParkedLocked(*(*blocks)[i]);
+  }
   TakeAllRetiringLocked(blocks);
   LeakParkedLocked(stale);
   spares->swap(spare_events_);

@@ -265,14 +265,18 @@ class alignas(kCacheLine) AllocationShard {
   // segment is counted as retired once its last block is forgotten.
   void Forget(AllocationBlock* block, RetireReason how);
   // Takes everything the shard holds but its leases: wholly free segments
-  // and retiring blocks into `blocks`, stable buffers into `stable`. `close`:
+  // (parked ones fenced at their release too) and retiring blocks into
+  // `blocks`, stable buffers into `stable`; a parked block whose fence is
+  // still deferred is leaked (into `stale`: never freed unfenced). `close`:
   // later releases leak. `leak`: what is taken is counted as leaked here (the
   // runtime may not be called).
   void TakeEverything(bool close, bool leak, uint64_t generation,
                       BlockVector* blocks, std::vector<void*>* stable,
                       SpareEvents* spares, BlockVector* stale);
   void TakeStale(uint64_t generation, BlockVector* stale);
-  // The oldest retiring block, or nullptr; RestoreRetiring puts it back.
+  // The oldest retiring block, or nullptr (also when one retired by another
+  // thread is not seen yet: polling is a hint); RestoreRetiring puts it
+  // back.
   AllocationBlock* TakeOldestRetiring();
   void RestoreRetiring(AllocationBlock* block);
 

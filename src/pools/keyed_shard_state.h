@@ -42,7 +42,14 @@ class ShardState {
       : health_(std::move(health)),
         options_(options),
         device_(device),
-        leases_(options.track_lease_sites) {}
+        leases_(options.track_lease_sites) {
+    // Room for the first returns at once, not a reallocation at 1, 2, 4, ...
+    // idle handles (each an aligned allocation; a pool made per client pays
+    // them all).
+    idle_.reserve(std::min<size_t>(
+        kFirstIdle,
+        static_cast<size_t>(std::max(options.max_idle_per_key, 0))));
+  }
 
   // Drops (without runtime calls) handles of an older device generation.
   void DropStale() {
@@ -247,6 +254,8 @@ class ShardState {
     MutexLock lock(&mu_);
     RetireLocked(how);
   }
+
+  static constexpr size_t kFirstIdle = 32;
 
   const std::shared_ptr<DeviceHealth> health_;
   const PoolOptions options_;

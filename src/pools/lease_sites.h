@@ -6,6 +6,7 @@
 #ifndef GPUPOOL_SRC_POOLS_LEASE_SITES_H_
 #define GPUPOOL_SRC_POOLS_LEASE_SITES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,7 +27,15 @@ class LeaseSites {
   };
 
   // `track_sites`: whether acquire sites are recorded (PoolOptions).
-  explicit LeaseSites(bool track_sites) : track_sites_(track_sites) {}
+  explicit LeaseSites(bool track_sites) : track_sites_(track_sites) {
+    // Room for the first leases at once: a new pool's tables would
+    // otherwise be reallocated at 1, 2, 4, ... leases, each an aligned
+    // allocation (a pool made per client pays them all).
+    if (track_sites_) {
+      sites_.reserve(kFirstSlots);
+      free_.reserve(kFirstSlots);
+    }
+  }
 
   // Counts a lease about to be handed out and records its site in a free
   // slot (no hashing on the hot path). A reservation whose handle must still
@@ -95,6 +104,8 @@ class LeaseSites {
     const int out = in_use_ - validating_;
     if (out > peak_) peak_ = out;
   }
+
+  static constexpr size_t kFirstSlots = 32;
 
   const bool track_sites_;
   LeaseIdBlock ids_;

@@ -9,6 +9,8 @@
 // a segment is never parked, deferred or not: it
 // merges with its free neighbours at its release.
 
+#include <vector>
+
 #include "gpupool/snapshot.h"
 #include "tests/allocation/sim_fixture.h"
 #include "tests/allocation/snapshot_blocks.h"
@@ -211,6 +213,34 @@ TEST_F(AllocationCacheSimTest, TrimFreesALaneBlockOnceItsWorkIsDone) {
   const AllocationCacheStats stats = cache->GetStats(0);
   EXPECT_EQ(stats.blocks_cached, 0);
   EXPECT_EQ(stats.runtime_frees, 1);
+  EXPECT_EQ(sim_.live_allocations(0), 0);
+}
+
+TEST_F(AllocationCacheSimTest, TheCachesEndFreesLaneBlocksAsTheyWereFenced) {
+  auto cache = NewCache();
+  NativeStream a = NewStream();
+  NativeStream b = NewStream();
+  // Lane blocks fenced at their release: three on `a` whose work is done,
+  // two on `b` whose work still runs.
+  {
+    std::vector<PooledAllocation> held;
+    for (NativeStream stream : {a, a, a, b, b}) {
+      absl::StatusOr<PooledAllocation> allocation =
+          cache->Allocate(0, kMiB, MemoryKind::kDevice, stream);
+      ASSERT_THAT(allocation, IsOk());
+      held.push_back(*std::move(allocation));
+    }
+    sim_.SubmitWork(b, absl::Milliseconds(30));
+  }
+  EXPECT_EQ(cache->GetStats(0).blocks_cached, 5);
+  EXPECT_EQ(sim_.live_allocations(0), 5);
+  const int64_t records = sim_.calls(SimOp::kEventRecord);
+  cache.reset();
+  // Each freed with the fence its release recorded (no record now), those
+  // of `b` once their work finished (the fixture checks that no memory was
+  // freed under running work), none leaked.
+  EXPECT_EQ(sim_.calls(SimOp::kEventRecord), records);
+  EXPECT_EQ(sim_.calls(SimOp::kFree), 5);
   EXPECT_EQ(sim_.live_allocations(0), 0);
 }
 
