@@ -1,6 +1,6 @@
 // Stable buffers of the allocation cache: device memory by name whose
 // address never moves while it holds enough bytes (the public face is
-// StableBuffers). The bookkeeping is the shard's (shard_stable.cc); these
+// StableBuffers). The bookkeeping is the shard's (shard_kept.cc); these
 // functions make the runtime calls, with no lock held.
 
 #ifndef GPUPOOL_SRC_ALLOCATION_STABLE_H_

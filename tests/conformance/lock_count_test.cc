@@ -1,0 +1,168 @@
+// Locks per allocation cycle, counted on the calling thread
+// (tests/util/lock_counter.h), pinned as the runtime calls per cycle are
+// (runtime_calls_test.cc): a same-stream hit takes one lock pair and makes
+// no EventPool round trip, with deferred fences too (its release takes
+// none: the release slot); a buffer passed between two streams takes one
+// (its lease is made unchecked and kept once its event is seen complete);
+// a block that is part of a segment two (the split at the request, the
+// merge at the release, each once); a miss on a fresh cache with nothing
+// retiring no lock to poll retiring blocks.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gpupool/allocation_cache.h"
+#include "gpupool/backend.h"
+#include "gpupool/event_pool.h"
+#include "gpupool/sim_backend.h"
+#include "gtest/gtest.h"
+#include "tests/util/lock_counter.h"
+#include "tests/util/test_util.h"
+
+namespace gpupool {
+namespace {
+
+using ::gpupool::testing::IsOk;
+using ::gpupool::testing::LockCounterLive;
+using ::gpupool::testing::StrictSimOptions;
+using ::gpupool::testing::ThreadLocks;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// What one window of work cost this thread.
+struct Cost {
+  int64_t locks = 0;
+  int64_t calls = 0;  // runtime calls, counted by SimBackend
+};
+
+class LockCountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!LockCounterLive()) {
+      GTEST_SKIP() << "pthread_mutex_lock is not counted in this build";
+    }
+    for (NativeStream* stream : {&a_, &b_}) {
+      absl::StatusOr<NativeStream> created = sim_.CreateStream(0, {});
+      ASSERT_THAT(created, IsOk());
+      *stream = *created;
+    }
+  }
+  void TearDown() override {
+    sim_.CompleteAllWork();
+    for (NativeStream stream : {a_, b_}) {
+      if (stream != nullptr) {
+        EXPECT_THAT(sim_.DestroyStream(0, stream), IsOk());
+      }
+    }
+    EXPECT_EQ(sim_.misuse_count(), 0);
+  }
+
+  // One allocation of `bytes` on `stream`, released at once: its status
+  // (checked by the caller, outside any counted window).
+  static absl::Status Cycle(AllocationCache& cache, size_t bytes,
+                            NativeStream stream) {
+    absl::StatusOr<PooledAllocation> lease =
+        cache.Allocate(0, bytes, MemoryKind::kDevice, stream);
+    return lease.status();  // the lease is released here
+  }
+
+  // The locks and runtime calls of `count` cycles of `bytes` on `stream`.
+  Cost Measure(AllocationCache& cache, size_t bytes, NativeStream stream,
+               int count, absl::Status* status) {
+    const int64_t locks = ThreadLocks();
+    const int64_t calls = sim_.total_calls();
+    for (int i = 0; i < count && status->ok(); ++i) {
+      *status = Cycle(cache, bytes, stream);
+    }
+    return Cost{ThreadLocks() - locks, sim_.total_calls() - calls};
+  }
+
+  SimBackend sim_{StrictSimOptions(1)};
+  EventPool events_{sim_};
+  NativeStream a_ = nullptr;
+  NativeStream b_ = nullptr;
+};
+
+TEST_F(LockCountTest, ASameStreamHitTakesOneLockPair) {
+  AllocationCache cache(sim_, events_);
+  // Warm: the block, and the event its release records.
+  for (int i = 0; i < 2; ++i) ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
+  absl::Status status;
+  const Cost cost = Measure(cache, kMiB, a_, 10, &status);
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(cost.locks, 10) << "one lock pair per cycle";
+  EXPECT_EQ(cost.calls, 10) << "the ready event's record";
+  EXPECT_EQ(cache.GetStats().hits, 11);
+}
+
+TEST_F(LockCountTest, ADeferredSameStreamHitTakesOneLockPairAndNoCall) {
+  AllocationCacheOptions options;
+  options.defer_same_stream_fences = true;
+  AllocationCache cache(sim_, events_, options);
+  for (int i = 0; i < 2; ++i) ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
+  absl::Status status;
+  const Cost cost = Measure(cache, kMiB, a_, 10, &status);
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(cost.locks, 10);
+  EXPECT_EQ(cost.calls, 0);
+  ASSERT_THAT(cache.FenceStream(0, a_), IsOk());
+}
+
+TEST_F(LockCountTest, ABufferPassedBetweenStreamsTakesOneLockPair) {
+  AllocationCache cache(sim_, events_);
+  // Warm: one block, its work done at once (the sim runs none), back and
+  // forth between the two streams.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
+    ASSERT_THAT(Cycle(cache, kMiB, b_), IsOk());
+  }
+  absl::Status status;
+  Cost cost;
+  for (int i = 0; i < 5 && status.ok(); ++i) {
+    const Cost on_a = Measure(cache, kMiB, a_, 1, &status);
+    const Cost on_b = Measure(cache, kMiB, b_, 1, &status);
+    cost.locks += on_a.locks + on_b.locks;
+    cost.calls += on_a.calls + on_b.calls;
+  }
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(cost.locks, 10) << "one lock pair per crossing";
+  EXPECT_EQ(cost.calls, 20) << "the event's query, then its record";
+  EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+}
+
+TEST_F(LockCountTest, APartOfASegmentTakesTheLockOnceEachWay) {
+  AllocationCache cache(sim_, events_);
+  // A 4 MiB segment, cached; its 1 MiB parts are split off at each request
+  // and merged back at each release.
+  ASSERT_THAT(Cycle(cache, 4 * kMiB, a_), IsOk());
+  for (int i = 0; i < 3; ++i) ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
+  absl::Status status;
+  const Cost cost = Measure(cache, kMiB, a_, 10, &status);
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(cost.locks, 20) << "the split's and the merge's";
+  EXPECT_EQ(cost.calls, 10);
+  EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+}
+
+TEST_F(LockCountTest, AMissWithNothingRetiringTakesNoLockToPollIt) {
+  AllocationCache cache(sim_, events_);
+  absl::StatusOr<PooledAllocation> first =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, a_);
+  ASSERT_THAT(first, IsOk());
+  // A second miss (the first block is still leased): the search, the
+  // give-back budget, the admission and the lease take the lock; polling
+  // retiring blocks, with none, does not.
+  const int64_t locks = ThreadLocks();
+  absl::StatusOr<PooledAllocation> second =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, a_);
+  const int64_t taken = ThreadLocks() - locks;
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(taken, 4);
+  EXPECT_EQ(cache.GetStats().misses, 2);
+}
+
+}  // namespace
+}  // namespace gpupool
