@@ -31,7 +31,7 @@ LockFunction CLibraryLock() {
 
 }  // namespace
 
-extern "C" int pthread_mutex_lock(pthread_mutex_t* mutex) {
+extern "C" int pthread_mutex_lock(pthread_mutex_t* mutex) noexcept {
   ++thread_locks;
   return CLibraryLock()(mutex);
 }
