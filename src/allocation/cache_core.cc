@@ -246,15 +246,14 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   request.lease_bytes = rounded;
 
   // The release slot's block wanted by another stream (one buffer passed
-  // between two streams) is leased at once, its events queried after the
-  // lock (step 3), the lease undone if they are not complete; waited on
-  // instead (CrossStreamPolicy::kWaitOnStream), or with no checks at all,
-  // it is left to the steps below as any cached block.
+  // between two streams) is leased at once, its events queried (or, with
+  // CrossStreamPolicy::kWaitOnStream, waited on by the request's stream)
+  // after the lock (step 3), the lease undone if that fails; with no checks
+  // at all, it is left to the steps below as any cached block.
   AllocationShard::UncheckedLease unchecked;
+  unchecked.waits = cross_stream_.WaitsOn(stream);
   AllocationShard::UncheckedLease* const lease_unchecked =
-      options_.pending_checks_per_allocate > 0 && !cross_stream_.WaitsOn(stream)
-          ? &unchecked
-          : nullptr;
+      options_.pending_checks_per_allocate > 0 ? &unchecked : nullptr;
 
   // 1. Deferred fences (defer_same_stream_fences): the block parked on this
   //    stream for this size, with no runtime call. Else every parked block

@@ -10,12 +10,18 @@ namespace gpupool::internal {
 AllocationBlock* CrossStreamCheck::CheckUncheckedLease(
     AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked) {
   AllocationBlock* block = unchecked.block;
-  // As TakeFromCandidates checks a candidate: one query per event, kept as
-  // spares for the lease's release.
+  // As TakeFromCandidates checks a candidate: one query (or one wait of the
+  // lease's stream, block->stream) per event, kept as spares for the lease's
+  // release; a query after a plain failure of the wait (the lease keeps the
+  // wait it was counted as).
+  constexpr auto kKeep = StreamOrderFence::Consumed::kKeepAsSpares;
   BlockState state = BlockState::kDrop;
   if (!health_.is_poisoned(block->device)) {
-    state =
-        fence_.QueryEvents(block, StreamOrderFence::Consumed::kKeepAsSpares);
+    state = unchecked.waits ? fence_.MakeStreamWait(block, block->stream, kKeep)
+                            : BlockState::kPending;
+    if (state == BlockState::kPending && !health_.is_poisoned(block->device)) {
+      state = fence_.QueryEvents(block, kKeep);
+    }
   }
   const uint64_t now = health_.generation(block->device);
   if (state == BlockState::kIdle && block->generation == now) return block;

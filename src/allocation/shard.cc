@@ -163,6 +163,7 @@ void AllocationShard::UndoUncheckedLease(const UncheckedLease& unchecked,
   SettledLock lock(this);
   AllocationBlock* block = unchecked.block;
   --stats_.hits;
+  if (unchecked.waits) --stats_.cross_stream_waits;
   in_use_.Relend(block, unchecked.requested);  // the gauges, as released
   RemoveInUseLocked(block);
   block->stream = unchecked.stream;

@@ -111,12 +111,15 @@ class alignas(kCacheLine) AllocationShard {
 
   // --- Allocate -------------------------------------------------------------
   // The block of an unchecked lease and the fields of its release that the
-  // lease overwrote, for UndoUncheckedLease to restore. Only `block` (and
-  // `where`, a class) is initialized, the rest is set with it: every
-  // Allocate has one, and pays for no more. Such a block was used on one stream
-  // at most (its events are that stream's).
+  // lease overwrote, for UndoUncheckedLease to restore. Only `block`,
+  // `waits` (set by the caller: the request's stream waits on the events,
+  // CrossStreamPolicy::kWaitOnStream, counted as a wait with the hit) and
+  // `where` (a class) are initialized, the rest is set with `block`: every
+  // Allocate has one, and pays for no more. Such a block was used on one
+  // stream at most (its events are that stream's).
   struct UncheckedLease {
     AllocationBlock* block = nullptr;
+    bool waits = false;
     size_t requested;
     NativeStream stream;
     NativeStream release_stream;

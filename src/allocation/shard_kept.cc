@@ -330,6 +330,7 @@ void AllocationShard::LeaseUncheckedLocked(AllocationBlock* block,
   // (nothing to split), fenced (no spare events to lend).
   UnreserveSlotBlock(*block);
   ++stats_.hits;
+  if (saved.waits) ++stats_.cross_stream_waits;
   NoteCrossing(block, request);
   block->uses.clear();
   if (request.stream != nullptr) block->uses.push_back(request.stream);

@@ -3,7 +3,8 @@
 // (runtime_calls_test.cc): a same-stream hit takes one lock pair and makes
 // no EventPool round trip, with deferred fences too (its release takes
 // none: the release slot); a buffer passed between two streams takes one
-// (its lease is made unchecked and kept once its event is seen complete);
+// (its lease is made unchecked and kept once its event is seen complete,
+// or once the other stream waits on it: CrossStreamPolicy::kWaitOnStream);
 // a block that is part of a segment two (the split at the request, the
 // merge at the release, each once); a miss on a fresh cache with nothing
 // retiring no lock to poll retiring blocks.
@@ -131,6 +132,35 @@ TEST_F(LockCountTest, ABufferPassedBetweenStreamsTakesOneLockPair) {
   EXPECT_EQ(cost.locks, 10) << "one lock pair per crossing";
   EXPECT_EQ(cost.calls, 20) << "the event's query, then its record";
   EXPECT_EQ(cache.GetStats().runtime_allocations, 1);
+}
+
+TEST_F(LockCountTest, ABufferWaitedOnByTheOtherStreamTakesOneLockPair) {
+  AllocationCacheOptions options;
+  options.cross_stream = CrossStreamPolicy::kWaitOnStream;
+  AllocationCache cache(sim_, events_, options);
+  // Warm: a miss on `a`, then three crossings. Nothing reads the cache in
+  // between (GetStats would settle the release slot: the block would go to
+  // its lane, whose lone-lane shortcut settles a candidate under the lock
+  // a second time).
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
+    ASSERT_THAT(Cycle(cache, kMiB, b_), IsOk());
+  }
+  absl::Status status;
+  Cost cost;
+  for (int i = 0; i < 5 && status.ok(); ++i) {
+    const Cost on_a = Measure(cache, kMiB, a_, 1, &status);
+    const Cost on_b = Measure(cache, kMiB, b_, 1, &status);
+    cost.locks += on_a.locks + on_b.locks;
+    cost.calls += on_a.calls + on_b.calls;
+  }
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(cost.locks, 10) << "one lock pair per crossing";
+  EXPECT_EQ(cost.calls, 20) << "the stream's wait, then the record";
+  EXPECT_EQ(sim_.calls(SimOp::kEventQuery), 0);
+  const AllocationCacheStats stats = cache.GetStats();
+  EXPECT_EQ(stats.cross_stream_waits, 3 + 10);
+  EXPECT_EQ(stats.runtime_allocations, 1);
 }
 
 TEST_F(LockCountTest, APartOfASegmentTakesTheLockOnceEachWay) {
