@@ -414,8 +414,10 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
                                      SpareEvents* spares, BlockVector* stale) {
   SettledLock lock(this);
   if (close) {
-    // A block stashed since the settling is parked (and leaked below, as
-    // a release after the cache's end is); no stash succeeds after this.
+    // A block stashed since the settling is parked (freed below with the
+    // lane blocks fenced at their release; leaked, as a release after the
+    // cache's end is, if its fence is still deferred); no stash succeeds
+    // after this.
     if (AllocationBlock* late = slot_.Close()) ParkFromSlotLocked(late);
     closed_ = true;
   }
@@ -426,13 +428,7 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
   // segment, or leaked with it once the shard is closed).
   TakeCachedLocked(static_cast<size_t>(-1), /*best_match=*/false,
                    /*smaller_than=*/static_cast<size_t>(-1), blocks);
-  // Parked blocks fenced at their release are whole segments, cached: taken
-  // as the free index's are (no detour through the index).
-  const size_t first_parked = blocks->size();
-  parked_.TakeFenced(blocks);
-  for (size_t i = first_parked; i < blocks->size(); ++i) {
-    UncacheParkedLocked(*(*blocks)[i]);
-  }
+  TakeFencedParkedLocked(blocks);
   TakeAllRetiringLocked(blocks);
   LeakParkedLocked(stale);
   spares->swap(spare_events_);

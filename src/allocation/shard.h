@@ -575,6 +575,10 @@ class alignas(kCacheLine) AllocationShard {
   // left with them.
   int64_t TakeStaleParkedLocked(uint64_t generation, BlockVector* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes out the parked blocks fenced at their release, uncounted as
+  // cached: whole segments, to be freed as the free index's are.
+  void TakeFencedParkedLocked(BlockVector* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leaks what is still parked when everything is taken (a fence recorded
   // now could not be trusted, or may not be made): no runtime call.
   void LeakParkedLocked(BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

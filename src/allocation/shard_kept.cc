@@ -380,6 +380,12 @@ int64_t AllocationShard::TakeStaleParkedLocked(uint64_t generation,
   return dropped;
 }
 
+void AllocationShard::TakeFencedParkedLocked(BlockVector* out) {
+  const size_t first = out->size();
+  parked_.TakeFenced(out);
+  for (size_t i = first; i < out->size(); ++i) UncacheParkedLocked(*(*out)[i]);
+}
+
 void AllocationShard::LeakParkedLocked(BlockVector* out) {
   if (parked_.empty()) return;
   const size_t first = out->size();
