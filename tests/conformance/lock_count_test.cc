@@ -70,15 +70,35 @@ class LockCountTest : public ::testing::Test {
     return lease.status();  // the lease is released here
   }
 
-  // The locks and runtime calls of `count` cycles of `bytes` on `stream`.
-  Cost Measure(AllocationCache& cache, size_t bytes, NativeStream stream,
-               int count, absl::Status* status) {
+  // The locks and runtime calls of `work()` on this thread.
+  template <typename Work>
+  Cost Window(Work work) {
     const int64_t locks = ThreadLocks();
     const int64_t calls = sim_.total_calls();
-    for (int i = 0; i < count && status->ok(); ++i) {
-      *status = Cycle(cache, bytes, stream);
-    }
+    work();
     return Cost{ThreadLocks() - locks, sim_.total_calls() - calls};
+  }
+
+  // The cost of `count` cycles of `bytes` on `stream`.
+  Cost Measure(AllocationCache& cache, size_t bytes, NativeStream stream,
+               int count, absl::Status* status) {
+    return Window([&] {
+      for (int i = 0; i < count && status->ok(); ++i) {
+        *status = Cycle(cache, bytes, stream);
+      }
+    });
+  }
+
+  // The cost of `round_trips` cycles of 1 MiB on `a_`, then on `b_`: one
+  // block passed back and forth, every cycle a crossing once warm.
+  Cost MeasureCrossings(AllocationCache& cache, int round_trips,
+                        absl::Status* status) {
+    return Window([&] {
+      for (int i = 0; i < round_trips && status->ok(); ++i) {
+        *status = Cycle(cache, kMiB, a_);
+        if (status->ok()) *status = Cycle(cache, kMiB, b_);
+      }
+    });
   }
 
   SimBackend sim_{StrictSimOptions(1)};
@@ -116,18 +136,10 @@ TEST_F(LockCountTest, ABufferPassedBetweenStreamsTakesOneLockPair) {
   AllocationCache cache(sim_, events_);
   // Warm: one block, its work done at once (the sim runs none), back and
   // forth between the two streams.
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
-    ASSERT_THAT(Cycle(cache, kMiB, b_), IsOk());
-  }
   absl::Status status;
-  Cost cost;
-  for (int i = 0; i < 5 && status.ok(); ++i) {
-    const Cost on_a = Measure(cache, kMiB, a_, 1, &status);
-    const Cost on_b = Measure(cache, kMiB, b_, 1, &status);
-    cost.locks += on_a.locks + on_b.locks;
-    cost.calls += on_a.calls + on_b.calls;
-  }
+  MeasureCrossings(cache, 2, &status);
+  ASSERT_THAT(status, IsOk());
+  const Cost cost = MeasureCrossings(cache, 5, &status);
   ASSERT_THAT(status, IsOk());
   EXPECT_EQ(cost.locks, 10) << "one lock pair per crossing";
   EXPECT_EQ(cost.calls, 20) << "the event's query, then its record";
@@ -142,18 +154,10 @@ TEST_F(LockCountTest, ABufferWaitedOnByTheOtherStreamTakesOneLockPair) {
   // between (GetStats would settle the release slot: the block would go to
   // its lane, whose lone-lane shortcut settles a candidate under the lock
   // a second time).
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_THAT(Cycle(cache, kMiB, a_), IsOk());
-    ASSERT_THAT(Cycle(cache, kMiB, b_), IsOk());
-  }
   absl::Status status;
-  Cost cost;
-  for (int i = 0; i < 5 && status.ok(); ++i) {
-    const Cost on_a = Measure(cache, kMiB, a_, 1, &status);
-    const Cost on_b = Measure(cache, kMiB, b_, 1, &status);
-    cost.locks += on_a.locks + on_b.locks;
-    cost.calls += on_a.calls + on_b.calls;
-  }
+  MeasureCrossings(cache, 2, &status);
+  ASSERT_THAT(status, IsOk());
+  const Cost cost = MeasureCrossings(cache, 5, &status);
   ASSERT_THAT(status, IsOk());
   EXPECT_EQ(cost.locks, 10) << "one lock pair per crossing";
   EXPECT_EQ(cost.calls, 20) << "the stream's wait, then the record";
