@@ -250,9 +250,9 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
   // CrossStreamPolicy::kWaitOnStream, waited on by the request's stream)
   // after the lock (step 3), the lease undone if that fails; with no checks
   // at all, it is left to the steps below as any cached block.
-  AllocationShard::UncheckedLease unchecked;
+  UncheckedLease unchecked;
   unchecked.waits = cross_stream_.WaitsOn(stream);
-  AllocationShard::UncheckedLease* const lease_unchecked =
+  UncheckedLease* const lease_unchecked =
       options_.pending_checks_per_allocate > 0 ? &unchecked : nullptr;
 
   // 1. Deferred fences (defer_same_stream_fences): the block parked on this

@@ -8,7 +8,7 @@
 namespace gpupool::internal {
 
 AllocationBlock* CrossStreamCheck::CheckUncheckedLease(
-    AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked) {
+    AllocationShard& shard, const UncheckedLease& unchecked) {
   AllocationBlock* block = unchecked.block;
   // As TakeFromCandidates checks a candidate: one query (or one wait of the
   // lease's stream, block->stream) per event, kept as spares for the lease's

@@ -41,8 +41,8 @@ class CrossStreamCheck {
   // Queries the events of a lease made unchecked (AllocationShard::
   // TakeCached): the leased block when they completed and its generation
   // lives on, else nullptr with the lease undone.
-  AllocationBlock* CheckUncheckedLease(
-      AllocationShard& shard, const AllocationShard::UncheckedLease& unchecked);
+  AllocationBlock* CheckUncheckedLease(AllocationShard& shard,
+                                       const UncheckedLease& unchecked);
 
  private:
   StreamOrderFence& fence_;

@@ -19,8 +19,7 @@ AllocationShard::AllocationShard(int device, MemoryKind kind,
                                  std::atomic<size_t>* device_cached_bytes)
     : device_(device),
       kind_(kind),
-      max_cached_bytes_(max_cached_bytes),
-      device_cached_bytes_(device_cached_bytes),
+      cached_bytes_(max_cached_bytes, device_cached_bytes),
       index_(size_class_count, max_split_ratio) {}
 
 // No lock: nothing else references a shard being destroyed; a fork() child's
@@ -432,10 +431,7 @@ void AllocationShard::TakeEverything(bool close, bool leak, uint64_t generation,
   TakeAllRetiringLocked(blocks);
   LeakParkedLocked(stale);
   spares->swap(spare_events_);
-  for (auto& [name, buffer] : stable_) {
-    if (buffer->ptr == nullptr || buffer->busy) continue;
-    stable->push_back(TakeStableLocked(buffer.get()));
-  }
+  stable_.TakeIf([](const StableBuffer&) { return true; }, stable);
   if (leak) {
     ledger_.Retire(RetireReason::kLeaked,
                    static_cast<int64_t>(blocks->size() - first_block +
@@ -481,13 +477,9 @@ void AllocationShard::TakeStaleSlowLocked(uint64_t generation,
     }
     block = next;
   }
-  for (auto& [name, buffer] : stable_) {
-    if (buffer->ptr != nullptr && !buffer->busy &&
-        buffer->generation < generation) {
-      TakeStableLocked(buffer.get());
-      ++dropped;
-    }
-  }
+  dropped += stable_.TakeIf([generation](const StableBuffer& buffer) {
+    return buffer.generation < generation;
+  });
   ledger_.Retire(RetireReason::kDropped, dropped);
 }
 

@@ -29,11 +29,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -49,11 +47,14 @@
 #include "gpupool/snapshot.h"
 #include "gpupool/source_location.h"
 #include "src/allocation/block.h"
+#include "src/allocation/cached_bytes.h"
 #include "src/allocation/free_index.h"
 #include "src/allocation/in_use.h"
+#include "src/allocation/lease_request.h"
 #include "src/allocation/parked.h"
 #include "src/allocation/release_slot.h"
 #include "src/allocation/segment.h"
+#include "src/allocation/stable_entries.h"
 #include "src/allocation/swept_generation.h"
 #include "src/lifetime/cache_line_allocator.h"
 #include "src/lifetime/handle_ledger.h"
@@ -61,35 +62,6 @@
 #include "src/lifetime/mutex.h"
 
 namespace gpupool::internal {
-
-// What a lease asks for.
-struct LeaseRequest {
-  size_t bytes = 0;
-  size_t lease_bytes = 0;  // `bytes` rounded (LeaseBytes): what a block gets
-  NativeStream stream = nullptr;
-  SourceLocation where;
-  // Wall-clock nanoseconds at Allocate (AllocationCacheOptions::
-  // record_lease_times); 0: not recorded.
-  int64_t leased_unix_ns = 0;
-};
-
-// Counters bumped by the cache's policy (gauges and departures are kept by
-// the shard's own methods).
-enum class CacheCounter {
-  kMiss,
-  kUncached,
-  kOomRetry,
-  kFailedAllocation,
-};
-
-// A buffer of AcquireStable. `busy` while one thread (re)allocates it
-// outside the lock; others wait for it.
-struct StableBuffer {
-  void* ptr = nullptr;
-  size_t capacity = 0;
-  uint64_t generation = 0;
-  bool busy = false;
-};
 
 // Cache-line aligned, its bins on lines of their own: shards of different
 // devices are written by different threads on every hit and return.
@@ -110,27 +82,6 @@ class alignas(kCacheLine) AllocationShard {
   MemoryKind kind() const { return kind_; }
 
   // --- Allocate -------------------------------------------------------------
-  // The block of an unchecked lease and the fields of its release that the
-  // lease overwrote, for UndoUncheckedLease to restore. Only `block`,
-  // `waits` (set by the caller: the request's stream waits on the events,
-  // CrossStreamPolicy::kWaitOnStream, counted as a wait with the hit) and
-  // `where` (a class) are initialized, the rest is set with `block`: every
-  // Allocate has one, and pays for no more. Such a block was used on one
-  // stream at most (its events are that stream's).
-  struct UncheckedLease {
-    AllocationBlock* block = nullptr;
-    bool waits = false;
-    size_t requested;
-    NativeStream stream;
-    NativeStream release_stream;
-    NativeStream use;  // its one use, or nullptr: none
-    uint64_t lease_id;
-    SourceLocation where;
-    int64_t leased_unix_ns;
-    uint64_t leased_at;
-    bool fence_at_release;
-  };
-  static_assert(std::is_trivially_destructible_v<UncheckedLease>);
   // The best-fitting cached block of at least `request.lease_bytes`
   // (FreeIndex::FindBestFit) when it is usable at once — pending on
   // `request.stream` alone, or ready — split to that size, leased and
@@ -353,24 +304,9 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The bookkeeping below is defined here, inline: every lease and release
   // passes through it, the parked cycle from shard_kept.cc.
-  // Counts `bytes` against the cap when there is room. Lock-free: the
-  // other kind's shard of this device updates the count under its own
-  // lock, and a release into the slot (Stash) under none.
-  bool Reserve(size_t bytes) {
-    size_t cached = device_cached_bytes_->load(std::memory_order_relaxed);
-    do {
-      if (bytes > max_cached_bytes_ || cached > max_cached_bytes_ - bytes) {
-        return false;
-      }
-    } while (!device_cached_bytes_->compare_exchange_weak(
-        cached, cached + bytes, std::memory_order_relaxed));
-    return true;
-  }
   // Gives back what Stash reserved for `block` (a capped cache's).
   void UnreserveSlotBlock(const AllocationBlock& block) {
-    if (SlotReserves()) {
-      device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
-    }
+    if (SlotReserves()) cached_bytes_.Remove(block.size);
   }
   // A block enters (or leaves) the cached gauges and the device's cached
   // bytes, listed or parked: false, nothing counted, when a whole segment
@@ -379,11 +315,11 @@ class alignas(kCacheLine) AllocationShard {
   bool CountCachedLocked(const AllocationBlock& block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (IsWholeSegment(&block)) {
-      if (!Reserve(block.size)) return false;
+      if (!cached_bytes_.Reserve(block.size)) return false;
     } else {
       // Part of a segment cannot go back to the runtime: it stays cached
       // whatever the cap (which holds for whole segments).
-      device_cached_bytes_->fetch_add(block.size, std::memory_order_relaxed);
+      cached_bytes_.Add(block.size);
     }
     ++stats_.blocks_cached;
     stats_.bytes_cached += static_cast<int64_t>(block.size);
@@ -393,7 +329,7 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     --stats_.blocks_cached;
     stats_.bytes_cached -= static_cast<int64_t>(block.size);
-    device_cached_bytes_->fetch_sub(block.size, std::memory_order_relaxed);
+    cached_bytes_.Remove(block.size);
   }
   void RemoveCachedLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -542,9 +478,7 @@ class alignas(kCacheLine) AllocationShard {
   }
   // Whether Stash reserves a block's bytes against the cap (a capped cache;
   // uncapped, the count at settling cannot fail).
-  bool SlotReserves() const {
-    return max_cached_bytes_ != std::numeric_limits<size_t>::max();
-  }
+  bool SlotReserves() const { return cached_bytes_.capped(); }
   // The shard's lock, taken with the release slot settled: what every
   // method holds but the two that may take the slot's block back. Settling
   // in a const method too: it completes a release's bookkeeping, which
@@ -582,15 +516,14 @@ class alignas(kCacheLine) AllocationShard {
   // Leaks what is still parked when everything is taken (a fence recorded
   // now could not be trusted, or may not be made): no runtime call.
   void LeakParkedLocked(BlockVector* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `name`'s stable entry, once no other thread (re)allocates it.
   StableBuffer* StableEntryLocked(absl::string_view name)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void* TakeStableLocked(StableBuffer* buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int device_;
   const MemoryKind kind_;
-  const size_t max_cached_bytes_;
-  std::atomic<size_t>* const device_cached_bytes_;
+  // The device's cached bytes against the cap (cached_bytes.h).
+  CachedBytes cached_bytes_;
 
   mutable Mutex mu_;
   FreeIndex index_ ABSL_GUARDED_BY(mu_);
@@ -624,10 +557,8 @@ class alignas(kCacheLine) AllocationShard {
   std::atomic<bool> any_retiring_{false};
   // Set when the cache is destroyed: later releases leak.
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  // AcquireStable buffers by name (kDevice shards only). unique_ptr: waiters
-  // hold a pointer to the entry across a rehash; entries are never erased.
-  absl::flat_hash_map<std::string, std::unique_ptr<StableBuffer>> stable_
-      ABSL_GUARDED_BY(mu_);
+  // AcquireStable buffers by name (kDevice shards only).
+  StableEntries stable_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpupool::internal

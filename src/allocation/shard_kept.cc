@@ -1,5 +1,5 @@
 // What an allocation shard keeps outside its free index, under its lock:
-// the stable buffers (AcquireStable: entries, claims and counters; the
+// the stable buffers (AcquireStable: claims, over stable_entries.h; the
 // runtime side is in stable.cc), the blocks kept out of use (held, or a
 // capture router's) and the blocks parked with their fence deferred
 // (parked.h); and the listings of what the shard holds: its
@@ -19,9 +19,7 @@
 namespace gpupool::internal {
 
 StableBuffer* AllocationShard::StableEntryLocked(absl::string_view name) {
-  std::unique_ptr<StableBuffer>& slot = stable_[name];
-  if (slot == nullptr) slot = std::make_unique<StableBuffer>();
-  StableBuffer* buffer = slot.get();
+  StableBuffer* buffer = stable_.Entry(name);
   // Entries are never erased, so the pointer stays valid while we wait.
   mu_.Await(absl::Condition(
       +[](StableBuffer* b) { return !b->busy; }, buffer));
@@ -52,20 +50,16 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
   // generation that died meanwhile is dropped here.
   void* old = nullptr;
   if (buffer->ptr != nullptr && buffer->generation != generation) {
-    TakeStableLocked(buffer);
+    stable_.Take(buffer);
     ledger_.Retire(RetireReason::kDropped);
   }
   if (ptr == nullptr) return nullptr;
-  old = TakeStableLocked(buffer);
-  buffer->ptr = ptr;
-  buffer->capacity = capacity;
-  buffer->generation = generation;
+  old = stable_.Take(buffer);
+  stable_.Install(buffer, ptr, capacity, generation,
+                  /*replaced=*/old != nullptr);
   // Claimed before another thread's poison, recovery and sweep: the next
   // sweep takes it.
   swept_.NoteStale(generation);
-  ++stats_.stable_allocations;
-  stats_.bytes_stable += static_cast<int64_t>(capacity);
-  if (old != nullptr) ++stats_.stable_reallocations;
   return old;
 }
 
@@ -74,18 +68,7 @@ void* AllocationShard::TakeStable(absl::string_view name, uint64_t generation,
   SettledLock lock(this);
   StableBuffer* buffer = StableEntryLocked(name);
   TakeStaleLocked(generation, stale);
-  return TakeStableLocked(buffer);
-}
-
-void* AllocationShard::TakeStableLocked(StableBuffer* buffer) {
-  void* ptr = buffer->ptr;
-  if (ptr != nullptr) {
-    --stats_.stable_allocations;
-    stats_.bytes_stable -= static_cast<int64_t>(buffer->capacity);
-  }
-  buffer->ptr = nullptr;
-  buffer->capacity = 0;
-  return ptr;
+  return stable_.Take(buffer);
 }
 
 void AllocationShard::ForEachBlock(
@@ -113,9 +96,10 @@ void AllocationShard::ForEachBlock(
        block = PrimaryList::Next(block)) {
     visit(*block, BlockUse::kLeaked);
   }
-  for (const auto& [name, buffer] : stable_) {
-    if (buffer->ptr != nullptr) stable(name, *buffer);
-  }
+  stable_.ForEach(
+      [&stable](absl::string_view name, const StableBuffer& buffer) {
+        if (buffer.ptr != nullptr) stable(name, buffer);
+      });
 }
 
 // --- Kept blocks -------------------------------------------------------------
@@ -221,7 +205,7 @@ bool AllocationShard::Stash(AllocationBlock* block, uint64_t generation) {
     return false;
   }
   // Capped, its bytes count against the cap from now, as Park's would.
-  if (SlotReserves() && !Reserve(block->size)) return false;
+  if (SlotReserves() && !cached_bytes_.Reserve(block->size)) return false;
   // The lease's hold goes with the block (set before the offer: once the
   // block is in the slot it is not ours to write).
   block->slot_hold = true;
@@ -246,9 +230,7 @@ void AllocationShard::ParkFromSlotLocked(AllocationBlock* block) {
   // an uncapped count cannot fail.
   ++stats_.blocks_cached;
   stats_.bytes_cached += static_cast<int64_t>(block->size);
-  if (!SlotReserves()) {
-    device_cached_bytes_->fetch_add(block->size, std::memory_order_relaxed);
-  }
+  if (!SlotReserves()) cached_bytes_.Add(block->size);
   RemoveInUseLocked(block);
   parked_.Add(block);
   any_parked_.store(true, std::memory_order_relaxed);
@@ -405,6 +387,7 @@ AllocationCacheStats AllocationShard::Stats() const {
   AllocationCacheStats stats = stats_;
   // Blocks being fenced count as the cached blocks they were (Unpark).
   in_use_.AddTo(&stats);
+  stable_.AddTo(&stats);
   stats.runtime_allocations = ledger_.admitted();
   stats.runtime_frees = ledger_.departed(RetireReason::kDestroyed);
   stats.blocks_dropped = ledger_.departed(RetireReason::kDropped);

@@ -127,8 +127,7 @@ class ShardInterleavingTest : public ::testing::Test {
   // the release slot, then leased unchecked to `other`'s request (the
   // lone-lane shortcut, with the lease made before the query). Empty, with
   // a failure, if it was not.
-  std::optional<AllocationShard::UncheckedLease> UncheckedFor(
-      const LeaseRequest& other) {
+  std::optional<UncheckedLease> UncheckedFor(const LeaseRequest& other) {
     AllocationBlock* block = Leased();
     block->release_stream = stream_;
     if (!shard_.Stash(block, kReadByTheRelease)) {
@@ -136,7 +135,7 @@ class ShardInterleavingTest : public ::testing::Test {
       return std::nullopt;
     }
     BlockVector candidates;
-    AllocationShard::UncheckedLease unchecked;
+    UncheckedLease unchecked;
     EXPECT_EQ(shard_.TakeCached(other, /*pending_checks=*/1, kReadByTheRelease,
                                 &candidates, &stale_, &unchecked),
               nullptr);
@@ -435,8 +434,7 @@ TEST_F(ShardInterleavingTest, ABlockBeingFencedIsShownAsTheParkedBlockItWas) {
 // uncounted, the hold dropped.
 TEST_F(ShardInterleavingTest, AnUncheckedLeaseIsALeaseUntilItIsUndone) {
   const LeaseRequest other_stream = OtherStreamRequest();
-  std::optional<AllocationShard::UncheckedLease> unchecked =
-      UncheckedFor(other_stream);
+  std::optional<UncheckedLease> unchecked = UncheckedFor(other_stream);
   ASSERT_TRUE(unchecked.has_value());
   AllocationBlock* block = unchecked->block;
   const uint64_t released_lease_id = unchecked->lease_id;
@@ -501,8 +499,7 @@ TEST_F(ShardInterleavingTest, AnUncheckedLeaseUndoneDeadOrUnprovenIsForgotten) {
         Case{BlockState::kLeak, kReadByTheRelease, false, 0, 1}}) {
     SCOPED_TRACE(static_cast<int>(c.state));
     const AllocationCacheStats before = shard_.Stats();
-    std::optional<AllocationShard::UncheckedLease> unchecked =
-        UncheckedFor(other_stream);
+    std::optional<UncheckedLease> unchecked = UncheckedFor(other_stream);
     ASSERT_TRUE(unchecked.has_value());
     if (c.swept) SweepAfterRecovery();
     BlockVector garbage;
@@ -526,8 +523,7 @@ TEST_F(ShardInterleavingTest, AnUncheckedLeaseUndoneDeadOrUnprovenIsForgotten) {
 // carried is its lease's, and its release takes the block back.
 TEST_F(ShardInterleavingTest, AKeptUncheckedLeaseIsReleasedAsAnyLease) {
   const LeaseRequest other_stream = OtherStreamRequest();
-  std::optional<AllocationShard::UncheckedLease> unchecked =
-      UncheckedFor(other_stream);
+  std::optional<UncheckedLease> unchecked = UncheckedFor(other_stream);
   ASSERT_TRUE(unchecked.has_value());
   AllocationBlock* block = unchecked->block;
   block->slot_hold = false;  // what MakeLease does: the lease holds
