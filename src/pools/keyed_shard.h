@@ -251,13 +251,28 @@ class alignas(kCacheLine) KeyedShard final
       handles.insert(handles.end(), draining_.begin(), draining_.end());
       draining_.clear();
     }
+    // Only the pool's destruction closes a shard, after which its statistics
+    // can no longer be read: the handles are destroyed untimed (no clock
+    // reads, no latency sample) and retired under one lock.
+    int64_t destroyed = 0;
+    int64_t dropped = 0;
     for (const Entry& entry : handles) {
       // Re-read per handle: a destroy that fails with a sticky fault poisons
       // the device, and the remaining handles must then be dropped.
-      if (call_runtime && Current(entry)) {
-        Destroy(entry.handle, /*faulty=*/false);
+      if (call_runtime && Current(entry) &&
+          DestroyHandle(entry.handle, /*latency=*/nullptr)) {
+        ++destroyed;
       } else {
-        Retire(call_runtime ? RetireReason::kDropped : RetireReason::kLeaked);
+        ++dropped;
+      }
+    }
+    if (!handles.empty()) {
+      MutexLock lock(&mu_);
+      if (destroyed > 0) RetireLocked(RetireReason::kDestroyed, destroyed);
+      if (dropped > 0) {
+        RetireLocked(call_runtime ? RetireReason::kDropped
+                                  : RetireReason::kLeaked,
+                     dropped);
       }
     }
     if (leases_out) {
@@ -416,22 +431,35 @@ class alignas(kCacheLine) KeyedShard final
   }
 
   void Destroy(void* handle, bool faulty) {
-    if (options_.before_destroy) {
-      options_.before_destroy(device_, handle);
-      // The hook may have met a sticky fault: a dead device's handle is
-      // dropped without a call.
-      if (health_->is_poisoned(device_)) {
-        Retire(RetireReason::kDropped);
-        return;
-      }
+    absl::Duration latency;
+    if (!DestroyHandle(handle, &latency)) {
+      Retire(RetireReason::kDropped);
+      return;
     }
-    const Clock::time_point start = Clock::now();
-    absl::Status status = Kind::Destroy(*backend_, device_, handle);
-    const absl::Duration latency = absl::FromChrono(Clock::now() - start);
-    if (FaultOf(status) == Fault::kDevice) health_->Poison(device_, status);
     MutexLock lock(&mu_);
     RetireLocked(RetireReason::kDestroyed, 1, faulty);
     stats_.destroy_latency.Record(latency);
+  }
+
+  // The before_destroy hook, then the runtime's destroy (a sticky fault
+  // poisons the device), timed into `latency` when given. False, with no
+  // runtime call, when the hook met a sticky fault: a dead device's handle
+  // is dropped.
+  bool DestroyHandle(void* handle, absl::Duration* latency) {
+    if (options_.before_destroy) {
+      options_.before_destroy(device_, handle);
+      if (health_->is_poisoned(device_)) return false;
+    }
+    absl::Status status;
+    if (latency != nullptr) {
+      const Clock::time_point start = Clock::now();
+      status = Kind::Destroy(*backend_, device_, handle);
+      *latency = absl::FromChrono(Clock::now() - start);
+    } else {
+      status = Kind::Destroy(*backend_, device_, handle);
+    }
+    if (FaultOf(status) == Fault::kDevice) health_->Poison(device_, status);
+    return true;
   }
 
   // Create and destroy latencies are read on the monotonic clock: one vDSO

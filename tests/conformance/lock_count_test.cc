@@ -11,6 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -196,6 +199,31 @@ TEST_F(LockCountTest, AMissWithNothingRetiringTakesNoLockToPollIt) {
   ASSERT_THAT(second, IsOk());
   EXPECT_EQ(taken, 4);
   EXPECT_EQ(cache.GetStats().misses, 2);
+}
+
+// A pool's end: its idle handles are destroyed and retired under one lock
+// pair for all of them, not one each (nothing can read the pool's
+// statistics afterwards, so their destroys are not timed either).
+TEST_F(LockCountTest, APoolsEndTakesNoLockPerIdleHandle) {
+  // The cost of destroying an EventPool holding `idle` idle events.
+  auto end_of_pool_with = [this](int idle) {
+    auto pool = std::make_unique<EventPool>(sim_);
+    std::vector<PooledEvent> events;
+    for (int i = 0; i < idle; ++i) {
+      absl::StatusOr<PooledEvent> event = pool->Acquire(0);
+      EXPECT_THAT(event, IsOk());
+      if (event.ok()) events.push_back(*std::move(event));
+    }
+    events.clear();  // all idle now
+    EXPECT_EQ(pool->GetStats().idle, idle);
+    return Window([&pool] { pool.reset(); });
+  };
+  const Cost few = end_of_pool_with(2);
+  const Cost many = end_of_pool_with(16);
+  EXPECT_EQ(few.calls, 2) << "one destroy per idle event";
+  EXPECT_EQ(many.calls, 16);
+  EXPECT_EQ(many.locks, few.locks) << "the lock pairs do not grow with the "
+                                      "idle events";
 }
 
 }  // namespace
