@@ -57,6 +57,10 @@ struct GPUPOOL_EXPORT PoolStats {
   int64_t draining = 0;          // returned with work pending
   int64_t peak_in_use = 0;       // high-water mark of in_use (per key; the
                                  // total sums the per-key peaks)
+  // How long the runtime's creates and destroys took. Destroys are timed
+  // while the pool lives (Trim, the exit drain, a faulted return); its
+  // destruction, after which nothing can read them, destroys its idle
+  // handles untimed.
   LatencyHistogram create_latency;
   LatencyHistogram destroy_latency;
 
