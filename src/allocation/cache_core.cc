@@ -321,12 +321,13 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
     return room;
   }
   const uint64_t block_generation = generation(device);
-  absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
+  absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded,
+                                              /*admitted_by_lease=*/true);
   if (!ptr.ok()) return ptr.status();
   // Filed under the class its size falls in (the free index's).
   block =
       NewBlock(shard, *ptr, rounded, FloorSizeClass(rounded), block_generation);
-  shard.LeaseNew(block, request, CacheCounter::kMiss);
+  shard.LeaseNew(block, request, CacheCounter::kMiss, /*admit=*/true);
   return MakeLease(block);
 }
 
@@ -338,11 +339,12 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
   }
   const uint64_t block_generation = generation(shard.device());
   absl::StatusOr<void*> ptr =
-      RuntimeAllocate(*this, shard, request.bytes, request.bytes);
+      RuntimeAllocate(*this, shard, request.bytes, request.bytes,
+                      /*admitted_by_lease=*/true);
   if (!ptr.ok()) return ptr.status();
   AllocationBlock* block = NewBlock(shard, *ptr, request.bytes,
                                     /*size_class=*/-1, block_generation);
-  shard.LeaseNew(block, request, CacheCounter::kUncached);
+  shard.LeaseNew(block, request, CacheCounter::kUncached, /*admit=*/true);
   return MakeLease(block);
 }
 

@@ -247,7 +247,14 @@ absl::Status AllocationCacheCore::MakeRoomToGrow(AllocationShard& shard,
   // allocation on a device that just died.
   PollRetiring(shard);
   const int percent = options_.give_back_above_percent;
-  if (percent >= 0 && !poisoned(shard.device())) {
+  // Nothing cached on the device, in the index, a lane or the release slot:
+  // nothing to give back (the excess below is at most 0), and no need for
+  // the shard's lock to read its gauges. A miss while a workload grows, or
+  // on a fresh cache, is this case.
+  const bool nothing_cached = device_cached_bytes_[shard.device()].value.load(
+                                  std::memory_order_relaxed) == 0 &&
+                              !shard.MayHaveParked();
+  if (percent >= 0 && !nothing_cached && !poisoned(shard.device())) {
     // The budget is the shard's high-water mark of bytes in use (or what it
     // will have in use, if more): a workload below its peak reuses what its
     // peak needed, and the memory held stays within `percent` of that peak

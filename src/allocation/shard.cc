@@ -186,9 +186,10 @@ void AllocationShard::UndoUncheckedLease(const UncheckedLease& unchecked,
 }
 
 void AllocationShard::LeaseNew(AllocationBlock* block,
-                               const LeaseRequest& request,
-                               CacheCounter tally) {
+                               const LeaseRequest& request, CacheCounter tally,
+                               bool admit) {
   SettledLock lock(this);
+  if (admit) ledger_.Admit();
   ++(tally == CacheCounter::kUncached ? stats_.uncached_allocations
                                       : stats_.misses);
   LeaseLocked(block, request);

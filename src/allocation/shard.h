@@ -122,9 +122,10 @@ class alignas(kCacheLine) AllocationShard {
                                     const LeaseRequest& request,
                                     uint64_t generation, BlockVector* garbage);
   // Leases a block just allocated from the runtime (`tally`: a miss or an
-  // uncached allocation).
+  // uncached allocation); with `admit`, its allocation is counted in the
+  // shard's care here (as Admit would, under the same lock).
   void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
-                CacheCounter tally);
+                CacheCounter tally, bool admit = false);
 
   // --- Blocks kept outside the cached lists (held, or a capture router's) --
   // Leases a kept block (a hit when `hit`; else the keeper hands it back to

@@ -113,11 +113,9 @@ class alignas(kCacheLine) KeyedShard final
         }
       }
       if (pick.source == kCreate) {
-        absl::StatusOr<void*> created = CreateInReservedSlot();
+        absl::StatusOr<void*> created =
+            CreateInReservedSlot(&where, &pick.ticket);
         if (!created.ok()) return created.status();
-        MutexLock lock(&mu_);
-        ++stats_.acquired;
-        pick.ticket = ReserveLeaseLocked(where, /*validating=*/false);
         return MakeLease(*created, pick.ticket, pick.generation);
       }
       if (pick.ticket.validating && !Validated(pick)) continue;
@@ -270,9 +268,9 @@ class alignas(kCacheLine) KeyedShard final
       MutexLock lock(&mu_);
       if (destroyed > 0) RetireLocked(RetireReason::kDestroyed, destroyed);
       if (dropped > 0) {
-        RetireLocked(call_runtime ? RetireReason::kDropped
-                                  : RetireReason::kLeaked,
-                     dropped);
+        RetireLocked(
+            call_runtime ? RetireReason::kDropped : RetireReason::kLeaked,
+            dropped);
       }
     }
     if (leases_out) {
@@ -412,8 +410,12 @@ class alignas(kCacheLine) KeyedShard final
 
   // Creates a handle in a slot the caller reserved (`++reserved_`), which
   // becomes a handle in care on success and is given back on failure, where
-  // a sticky fault poisons the device.
-  absl::StatusOr<void*> CreateInReservedSlot() ABSL_LOCKS_EXCLUDED(mu_) {
+  // a sticky fault poisons the device. With `lease_at`, a new handle is
+  // leased (an acquire from `*lease_at`, its ticket in `*ticket`) in the
+  // same locked section that takes it into care.
+  absl::StatusOr<void*> CreateInReservedSlot(
+      const SourceLocation* lease_at = nullptr,
+      LeaseSites::Ticket* ticket = nullptr) ABSL_LOCKS_EXCLUDED(mu_) {
     const Clock::time_point start = Clock::now();
     absl::StatusOr<void*> created = Kind::Create(*backend_, device_, config_);
     const absl::Duration latency = absl::FromChrono(Clock::now() - start);
@@ -426,6 +428,10 @@ class alignas(kCacheLine) KeyedShard final
       ledger_.Admit();
       ++stats_.created;
       stats_.create_latency.Record(latency);
+      if (lease_at != nullptr) {
+        ++stats_.acquired;
+        *ticket = ReserveLeaseLocked(*lease_at, /*validating=*/false);
+      }
     }
     return created;
   }

@@ -6,8 +6,10 @@
 // (its lease is made unchecked and kept once its event is seen complete,
 // or once the other stream waits on it: CrossStreamPolicy::kWaitOnStream);
 // a block that is part of a segment two (the split at the request, the
-// merge at the release, each once); a miss on a fresh cache with nothing
-// retiring no lock to poll retiring blocks.
+// merge at the release, each once); a miss two (the search, and the lease
+// that admits its runtime allocation), with no lock to poll retiring blocks
+// when none retire nor to read the give-back budget when nothing is cached;
+// a pool's end no lock per idle handle.
 
 #include <cstddef>
 #include <cstdint>
@@ -189,16 +191,37 @@ TEST_F(LockCountTest, AMissWithNothingRetiringTakesNoLockToPollIt) {
   absl::StatusOr<PooledAllocation> first =
       cache.Allocate(0, kMiB, MemoryKind::kDevice, a_);
   ASSERT_THAT(first, IsOk());
-  // A second miss (the first block is still leased): the search, the
-  // give-back budget, the admission and the lease take the lock; polling
-  // retiring blocks, with none, does not.
+  // A second miss (the first block is still leased): the search, and the
+  // lease with the admission of its runtime allocation, take the lock;
+  // polling retiring blocks, with none, does not, and neither does reading
+  // the give-back budget with nothing cached on the device.
   const int64_t locks = ThreadLocks();
   absl::StatusOr<PooledAllocation> second =
       cache.Allocate(0, kMiB, MemoryKind::kDevice, a_);
   const int64_t taken = ThreadLocks() - locks;
   ASSERT_THAT(second, IsOk());
-  EXPECT_EQ(taken, 4);
+  EXPECT_EQ(taken, 2);
   EXPECT_EQ(cache.GetStats().misses, 2);
+}
+
+TEST_F(LockCountTest, AMissWithSomethingCachedReadsTheBudgetUnderTheLock) {
+  AllocationCacheOptions options;
+  options.give_back_above_percent = 100;  // room for all: nothing given back
+  AllocationCache cache(sim_, events_, options);
+  absl::StatusOr<PooledAllocation> held =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, a_);
+  ASSERT_THAT(held, IsOk());
+  ASSERT_THAT(Cycle(cache, kMiB / 2, a_), IsOk());  // cached now
+  const int64_t locks = ThreadLocks();
+  absl::StatusOr<PooledAllocation> miss =
+      cache.Allocate(0, kMiB, MemoryKind::kDevice, a_);
+  const int64_t taken = ThreadLocks() - locks;
+  ASSERT_THAT(miss, IsOk());
+  EXPECT_EQ(taken, 3) << "the search, the budget, the lease";
+  const AllocationCacheStats stats = cache.GetStats();
+  EXPECT_EQ(stats.misses, 3);
+  EXPECT_EQ(stats.runtime_allocations, 3);
+  EXPECT_EQ(stats.blocks_cached, 1) << "the half-MiB block, not given back";
 }
 
 // A pool's end: its idle handles are destroyed and retired under one lock
