@@ -48,15 +48,12 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
   buffer->busy = false;
   // TakeStaleLocked skipped the entry while it was busy: a buffer of a
   // generation that died meanwhile is dropped here.
-  void* old = nullptr;
   if (buffer->ptr != nullptr && buffer->generation != generation) {
     stable_.Take(buffer);
     ledger_.Retire(RetireReason::kDropped);
   }
   if (ptr == nullptr) return nullptr;
-  old = stable_.Take(buffer);
-  stable_.Install(buffer, ptr, capacity, generation,
-                  /*replaced=*/old != nullptr);
+  void* old = stable_.Replace(buffer, ptr, capacity, generation);
   // Claimed before another thread's poison, recovery and sweep: the next
   // sweep takes it.
   swept_.NoteStale(generation);

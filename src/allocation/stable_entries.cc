@@ -21,14 +21,16 @@ void* StableEntries::Take(StableBuffer* buffer) {
   return ptr;
 }
 
-void StableEntries::Install(StableBuffer* buffer, void* ptr, size_t capacity,
-                            uint64_t generation, bool replaced) {
+void* StableEntries::Replace(StableBuffer* buffer, void* ptr, size_t capacity,
+                             uint64_t generation) {
+  void* old = Take(buffer);
   buffer->ptr = ptr;
   buffer->capacity = capacity;
   buffer->generation = generation;
   ++allocations_;
   bytes_ += static_cast<int64_t>(capacity);
-  if (replaced) ++reallocations_;
+  if (old != nullptr) ++reallocations_;
+  return old;
 }
 
 void StableEntries::AddTo(AllocationCacheStats* stats) const {

@@ -37,10 +37,11 @@ class StableEntries {
   StableBuffer* Entry(absl::string_view name);
   // Empties `buffer`; returns its memory (nullptr: none).
   void* Take(StableBuffer* buffer);
-  // Installs `ptr` (of `capacity` bytes, allocated in `generation`) in the
-  // empty `buffer`; `replaced`: it took the place of an older buffer.
-  void Install(StableBuffer* buffer, void* ptr, size_t capacity,
-               uint64_t generation, bool replaced);
+  // Puts `ptr` (of `capacity` bytes, allocated in `generation`) in
+  // `buffer`; returns the memory it replaced (nullptr: none), counted as a
+  // reallocation.
+  void* Replace(StableBuffer* buffer, void* ptr, size_t capacity,
+                uint64_t generation);
   // The stable gauges and counter (stable_allocations, bytes_stable,
   // stable_reallocations) into `stats`.
   void AddTo(AllocationCacheStats* stats) const;
