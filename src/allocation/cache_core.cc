@@ -321,13 +321,12 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::Allocate(
     return room;
   }
   const uint64_t block_generation = generation(device);
-  absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded,
-                                              /*admitted_by_lease=*/true);
+  absl::StatusOr<void*> ptr = RuntimeAllocate(*this, shard, bytes, rounded);
   if (!ptr.ok()) return ptr.status();
   // Filed under the class its size falls in (the free index's).
   block =
       NewBlock(shard, *ptr, rounded, FloorSizeClass(rounded), block_generation);
-  shard.LeaseNew(block, request, CacheCounter::kMiss, /*admit=*/true);
+  shard.LeaseNew(block, request, CacheCounter::kMiss);
   return MakeLease(block);
 }
 
@@ -339,12 +338,11 @@ absl::StatusOr<PooledAllocation> AllocationCacheCore::AllocateUncached(
   }
   const uint64_t block_generation = generation(shard.device());
   absl::StatusOr<void*> ptr =
-      RuntimeAllocate(*this, shard, request.bytes, request.bytes,
-                      /*admitted_by_lease=*/true);
+      RuntimeAllocate(*this, shard, request.bytes, request.bytes);
   if (!ptr.ok()) return ptr.status();
   AllocationBlock* block = NewBlock(shard, *ptr, request.bytes,
                                     /*size_class=*/-1, block_generation);
-  shard.LeaseNew(block, request, CacheCounter::kUncached, /*admit=*/true);
+  shard.LeaseNew(block, request, CacheCounter::kUncached);
   return MakeLease(block);
 }
 

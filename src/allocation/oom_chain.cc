@@ -99,12 +99,11 @@ void Traced(const AllocationCacheCore& core, const AllocationShard& shard,
 
 absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
                                       AllocationShard& shard, size_t requested,
-                                      size_t bytes, bool admitted_by_lease) {
+                                      size_t bytes) {
   const int device = shard.device();
   Backend& backend = core.backend();
   absl::StatusOr<void*> ptr = backend.Allocate(device, bytes, shard.kind());
   if (ptr.ok()) {
-    if (!admitted_by_lease) shard.Admit();
     Traced(core, shard, bytes, *ptr);
     return ptr;
   }
@@ -143,7 +142,6 @@ absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
   }
   ptr = backend.Allocate(device, bytes, shard.kind());
   if (ptr.ok()) {
-    if (!admitted_by_lease) shard.Admit();
     Traced(core, shard, bytes, *ptr);
     return ptr;
   }

@@ -18,13 +18,11 @@ namespace gpupool::internal {
 // Backend::Allocate of `bytes` (`requested` rounded) for `shard`. A counted
 // kOutOfMemory (ResourceExhausted) or the runtime's own failure; a sticky
 // error poisons the device and comes back as FailedPrecondition. The memory
-// is counted in the shard's care (AllocationShard::Admit) unless
-// `admitted_by_lease`: the caller leases it at once with LeaseNew's
-// `admit`, which counts it under the same lock.
+// enters the shard's care (its count of runtime allocations) with the
+// locked step that takes it: AllocationShard::LeaseNew or FinishStable.
 absl::StatusOr<void*> RuntimeAllocate(AllocationCacheCore& core,
                                       AllocationShard& shard, size_t requested,
-                                      size_t bytes,
-                                      bool admitted_by_lease = false);
+                                      size_t bytes);
 
 }  // namespace gpupool::internal
 

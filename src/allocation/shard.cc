@@ -186,10 +186,10 @@ void AllocationShard::UndoUncheckedLease(const UncheckedLease& unchecked,
 }
 
 void AllocationShard::LeaseNew(AllocationBlock* block,
-                               const LeaseRequest& request, CacheCounter tally,
-                               bool admit) {
+                               const LeaseRequest& request,
+                               CacheCounter tally) {
   SettledLock lock(this);
-  if (admit) ledger_.Admit();
+  ledger_.Admit();
   ++(tally == CacheCounter::kUncached ? stats_.uncached_allocations
                                       : stats_.misses);
   LeaseLocked(block, request);
@@ -495,11 +495,6 @@ void AllocationShard::Count(CacheCounter tally) {
       &AllocationCacheStats::failed_allocations};
   SettledLock lock(this);
   ++(stats_.*kCounters[static_cast<int>(tally)]);
-}
-
-void AllocationShard::Admit() {
-  SettledLock lock(this);
-  ledger_.Admit();
 }
 
 void AllocationShard::Retire(RetireReason how, int64_t count) {

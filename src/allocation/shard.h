@@ -122,10 +122,9 @@ class alignas(kCacheLine) AllocationShard {
                                     const LeaseRequest& request,
                                     uint64_t generation, BlockVector* garbage);
   // Leases a block just allocated from the runtime (`tally`: a miss or an
-  // uncached allocation); with `admit`, its allocation is counted in the
-  // shard's care here (as Admit would, under the same lock).
+  // uncached allocation), which enters the shard's care with it.
   void LeaseNew(AllocationBlock* block, const LeaseRequest& request,
-                CacheCounter tally, bool admit = false);
+                CacheCounter tally);
 
   // --- Blocks kept outside the cached lists (held, or a capture router's) --
   // Leases a kept block (a hit when `hit`; else the keeper hands it back to
@@ -246,7 +245,8 @@ class alignas(kCacheLine) AllocationShard {
   StableClaim ClaimStable(absl::string_view name, size_t bytes,
                           uint64_t generation, BlockVector* stale);
   // Ends a claim. With `ptr` (of `capacity` bytes, allocated in `generation`)
-  // installs it and returns the buffer it replaced for the caller to free
+  // installs it (it enters the shard's care) and returns the buffer it
+  // replaced for the caller to free
   // (nullptr: none, or one of a dead generation, counted as dropped). With
   // nullptr (the allocation failed) the old buffer stays unless its
   // generation is no longer `generation`.
@@ -258,8 +258,6 @@ class alignas(kCacheLine) AllocationShard {
 
   // --- Counting -------------------------------------------------------------
   void Count(CacheCounter tally);
-  // A runtime allocation succeeded: one more block in the shard's care.
-  void Admit();
   // The single retire path: `count` handles left the shard's care.
   void Retire(RetireReason how, int64_t count = 1);
 

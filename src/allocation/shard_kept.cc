@@ -53,6 +53,7 @@ void* AllocationShard::FinishStable(StableBuffer* buffer, void* ptr,
     ledger_.Retire(RetireReason::kDropped);
   }
   if (ptr == nullptr) return nullptr;
+  ledger_.Admit();  // the new runtime allocation enters the shard's care
   void* old = stable_.Replace(buffer, ptr, capacity, generation);
   // Claimed before another thread's poison, recovery and sweep: the next
   // sweep takes it.

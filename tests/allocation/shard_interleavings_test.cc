@@ -66,7 +66,6 @@ class ShardInterleavingTest : public ::testing::Test {
     block->size_class = FloorSizeClass(bytes);
     block->device = 0;
     block->generation = kReadByTheRelease;
-    shard_.Admit();
     LeaseRequest request = Request();
     request.bytes = bytes;
     request.lease_bytes = bytes;
