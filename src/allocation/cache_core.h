@@ -218,6 +218,7 @@ class AllocationCacheCore
   // Frees the memory of an idle block (no pending events) and its record; a
   // part of a segment goes back to the free index instead.
   absl::Status FreeBlock(AllocationShard& shard, AllocationBlock* block);
+  // Frees a whole segment's memory and retires it (counted by the shard).
   absl::Status FreeRaw(AllocationShard& shard, void* ptr);
   // Frees the stable buffer memory the free gate no longer keeps.
   void FreeReleasedByGate();
@@ -323,13 +324,6 @@ class AllocationCacheCore
   // Frees (or, without the runtime, leaks) held blocks and the blocks the
   // capture router's pools hold unleased.
   void FreeCaptureBlocks(bool call_runtime);
-  // Takes wholly free segments of `shard` (largest first, or the best
-  // single match first: AllocationShard::TakeForRelease) until at least
-  // `bytes` are taken, plus the retiring ones, and frees them: those already
-  // idle first, then the pending ones after waiting for their events.
-  Released ReleaseCached(AllocationShard& shard, size_t bytes,
-                         bool with_retiring, bool best_match = false,
-                         size_t smaller_than = static_cast<size_t>(-1));
   // Before a runtime allocation of `bytes` (a new segment, or an uncached
   // block): polls the oldest retiring block, then, while the shard would
   // hold more than give_back_above_percent above the most it has had in use
@@ -339,7 +333,28 @@ class AllocationCacheCore
   // added to. The poisoned device's error (counted as a failed allocation)
   // when a sticky fault met on the way killed the device, else OK.
   absl::Status MakeRoomToGrow(AllocationShard& shard, size_t bytes);
+  // Takes wholly free segments of `shard` (largest first, or the best
+  // single match first: AllocationShard::TakeForRelease) until at least
+  // `bytes` are taken, plus the retiring ones, and frees them: those already
+  // idle first, then the pending ones after waiting for their events.
+  Released ReleaseCached(AllocationShard& shard, size_t bytes,
+                         bool with_retiring, bool best_match = false,
+                         size_t smaller_than = static_cast<size_t>(-1));
+  // Queries `blocks` (waiting, once the others are done, for those still
+  // pending) and frees those idle as a batch (FreeBlocks); retires the rest
+  // without a call.
   Released ReleaseBlocks(AllocationShard& shard, BlockVector blocks);
+  // FreeBlock for each of `blocks` (idle), retiring what they free under one
+  // lock for all of them: a cache's end, Trim and the OOM chain free many.
+  absl::Status FreeBlocks(AllocationShard& shard, BlockVector blocks);
+  // Retires (dropped, deleted) a block of a poisoned device or of a context
+  // reset since it was made: true, and no call may touch it; else false.
+  bool DropIfDead(AllocationShard& shard, AllocationBlock* block);
+  // FreeRaw's call, leaving the count to the caller: kDestroyed, or kDropped
+  // (no call) on a poisoned device; a failed free's status goes to `status`
+  // (a sticky fault poisons the device).
+  RetireReason ReturnToRuntime(AllocationShard& shard, void* ptr,
+                               absl::Status* status);
   // Frees an idle block, or retires it per `state` (kDrop / kLeak).
   absl::Status Dispose(AllocationShard& shard, AllocationBlock* block,
                        BlockState state);

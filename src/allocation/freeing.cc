@@ -1,11 +1,12 @@
 // Freeing and retiring in the allocation cache: Trim, the exit drain and
 // close, and the one path by which a block leaves the cache — freed through
-// the runtime once provably idle, or retired (dropped / leaked) without a
-// call. Memory the GPU may still touch is never freed. Also the exchange
-// before the cache grows (MakeRoomToGrow), and the fence and give-back of
-// blocks a capture router kept (FenceKept, GiveBack), and of blocks parked
-// in the same-stream lanes (FenceParked, FenceStream); what is held for
-// captures, listed (AddCaptureStats, ForEachHeld).
+// the runtime once provably idle (those taken together as a batch), or
+// retired (dropped / leaked) without a call. Memory the GPU may still touch
+// is never freed. Also the exchange before the cache grows (MakeRoomToGrow),
+// and the fence and give-back of blocks a capture router kept (FenceKept,
+// GiveBack), and of blocks parked in the same-stream lanes (FenceParked,
+// FenceStream); what is held for captures, listed (AddCaptureStats,
+// ForEachHeld).
 
 #include <algorithm>
 #include <atomic>
@@ -304,6 +305,7 @@ AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
     AllocationShard& shard, BlockVector blocks) {
   Released released;
   BlockVector pending;
+  BlockVector idle;  // freed together: one lock for all, not one each
   for (AllocationBlock* block : blocks) {
     if (poisoned(block->device)) {
       // A dead context: no query, no free, ever.
@@ -316,8 +318,14 @@ AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
       continue;
     }
     released.bytes += block->size;
-    released.status.Update(Dispose(shard, block, state));
+    if (state == BlockState::kIdle) {
+      idle.push_back(block);
+    } else {
+      released.status.Update(Dispose(shard, block, state));
+    }
   }
+  released.status.Update(FreeBlocks(shard, std::move(idle)));
+  BlockVector waited;
   for (AllocationBlock* block : pending) {
     released.bytes += block->size;
     // An earlier block's sticky fault may have poisoned the device since the
@@ -325,8 +333,13 @@ AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
     const BlockState state = poisoned(block->device)
                                  ? BlockState::kDrop
                                  : fence_.SynchronizeEvents(block);
-    released.status.Update(Dispose(shard, block, state));
+    if (state == BlockState::kIdle) {
+      waited.push_back(block);
+    } else {
+      released.status.Update(Dispose(shard, block, state));
+    }
   }
+  released.status.Update(FreeBlocks(shard, std::move(waited)));
   return released;
 }
 
@@ -340,14 +353,20 @@ absl::Status AllocationCacheCore::Dispose(AllocationShard& shard,
   return absl::OkStatus();
 }
 
+bool AllocationCacheCore::DropIfDead(AllocationShard& shard,
+                                     AllocationBlock* block) {
+  if (!poisoned(block->device) &&
+      block->generation == generation(block->device)) {
+    return false;
+  }
+  shard.Forget(block, RetireReason::kDropped);
+  delete block;
+  return true;
+}
+
 absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
                                             AllocationBlock* block) {
-  if (poisoned(block->device) ||
-      block->generation != generation(block->device)) {
-    shard.Forget(block, RetireReason::kDropped);
-    delete block;
-    return absl::OkStatus();
-  }
+  if (DropIfDead(shard, block)) return absl::OkStatus();
   // Part of a segment goes back to the free index (merged with the free
   // blocks beside it); only a whole segment goes back to the runtime.
   block->owner.reset();
@@ -358,20 +377,51 @@ absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
   return status;
 }
 
-absl::Status AllocationCacheCore::FreeRaw(AllocationShard& shard, void* ptr) {
-  if (poisoned(shard.device())) {
-    shard.Retire(RetireReason::kDropped);
-    return absl::OkStatus();
+absl::Status AllocationCacheCore::FreeBlocks(AllocationShard& shard,
+                                             BlockVector blocks) {
+  if (blocks.empty()) return absl::OkStatus();
+  size_t kept = 0;
+  for (AllocationBlock* block : blocks) {
+    if (DropIfDead(shard, block)) continue;
+    block->owner.reset();
+    blocks[kept++] = block;
   }
-  absl::Status status = backend_.Free(shard.device(), ptr, shard.kind());
+  blocks.resize(kept);
+  shard.KeepIfParts(&blocks);  // leaves the whole segments, to free
+  absl::Status status;
+  int64_t destroyed = 0;
+  int64_t dropped = 0;
+  for (AllocationBlock* whole : blocks) {
+    // A sticky fault met by an earlier free leaves a dead context.
+    ++(ReturnToRuntime(shard, whole->ptr, &status) == RetireReason::kDestroyed
+           ? destroyed
+           : dropped);
+    delete whole;
+  }
+  if (destroyed != 0) shard.Retire(RetireReason::kDestroyed, destroyed);
+  if (dropped != 0) shard.Retire(RetireReason::kDropped, dropped);
+  return status;
+}
+
+absl::Status AllocationCacheCore::FreeRaw(AllocationShard& shard, void* ptr) {
+  absl::Status status;
+  shard.Retire(ReturnToRuntime(shard, ptr, &status));
+  return status;
+}
+
+RetireReason AllocationCacheCore::ReturnToRuntime(AllocationShard& shard,
+                                                  void* ptr,
+                                                  absl::Status* status) {
+  if (poisoned(shard.device())) return RetireReason::kDropped;
+  absl::Status freed = backend_.Free(shard.device(), ptr, shard.kind());
   if (ABSL_PREDICT_FALSE(trace_ != nullptr)) {
     trace_->RuntimeFree(shard.device(), shard.kind(), ptr);
   }
-  if (FaultOf(status) == Fault::kDevice) {
-    device_health().Poison(shard.device(), status);
+  if (FaultOf(freed) == Fault::kDevice) {
+    device_health().Poison(shard.device(), freed);
   }
-  shard.Retire(RetireReason::kDestroyed);
-  return status;
+  status->Update(freed);
+  return RetireReason::kDestroyed;
 }
 
 void AllocationCacheCore::PollRetiring(AllocationShard& shard) {

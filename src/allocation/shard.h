@@ -215,6 +215,9 @@ class alignas(kCacheLine) AllocationShard {
   // caller to free; part of a segment goes into the free index instead
   // (merged; nullptr), unless its merge made a whole segment over the cap.
   AllocationBlock* KeepIfPart(AllocationBlock* block);
+  // KeepIfPart for each of `blocks` under one lock: leaves in `blocks` the
+  // whole segments to free.
+  void KeepIfParts(BlockVector* blocks);
   // Forgets a block without a runtime call (`how`: dropped or leaked): its
   // segment is counted as retired once its last block is forgotten.
   void Forget(AllocationBlock* block, RetireReason how);
@@ -292,6 +295,8 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* AddCachedLocked(AllocationBlock* block, bool oldest,
                                    bool released = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AllocationBlock* KeepIfPartLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* MergeLocked(AllocationBlock* block, bool released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -9,7 +9,8 @@
 // merge at the release, each once); a miss two (the search, and the lease
 // that admits its runtime allocation), with no lock to poll retiring blocks
 // when none retire nor to read the give-back budget when nothing is cached;
-// a pool's end no lock per idle handle.
+// a pool's end no lock per idle handle, a cache's end none per freed segment
+// beyond its event's return to the EventPool.
 
 #include <cstddef>
 #include <cstdint>
@@ -247,6 +248,38 @@ TEST_F(LockCountTest, APoolsEndTakesNoLockPerIdleHandle) {
   EXPECT_EQ(many.calls, 16);
   EXPECT_EQ(many.locks, few.locks) << "the lock pairs do not grow with the "
                                       "idle events";
+}
+
+// A cache's end: the segments it frees are kept or freed, and retired, under
+// one lock pair for all of them (was two per segment); what is left per
+// segment is its ready event's return to the EventPool.
+TEST_F(LockCountTest, ACachesEndTakesOneLockPerFreedSegmentForItsEvent) {
+  // The cost of destroying a cache holding `cached` idle 1 MiB segments.
+  auto end_of_cache_with = [this](int cached) {
+    auto cache = std::make_unique<AllocationCache>(sim_, events_);
+    std::vector<PooledAllocation> leases;
+    for (int i = 0; i < cached; ++i) {
+      absl::StatusOr<PooledAllocation> lease =
+          cache->Allocate(0, kMiB, MemoryKind::kDevice, a_);
+      EXPECT_THAT(lease, IsOk());
+      if (lease.ok()) leases.push_back(*std::move(lease));
+    }
+    leases.clear();  // all cached now, each with its ready event
+    sim_.CompleteAllWork();
+    const AllocationCacheStats stats = cache->GetStats();
+    EXPECT_EQ(stats.blocks_cached, cached);
+    EXPECT_EQ(stats.runtime_allocations, cached);
+    return Window([&cache] { cache.reset(); });
+  };
+  // Not counted: the first end in a process, which does some one-time work
+  // (run alone, this test sees one lock pair more there).
+  (void)end_of_cache_with(1);
+  const Cost few = end_of_cache_with(2);
+  const Cost many = end_of_cache_with(16);
+  EXPECT_EQ(sim_.live_allocations(0), 0) << "every segment freed";
+  EXPECT_EQ(many.locks - few.locks, 14)
+      << "one lock pair per segment: its event back to the EventPool";
+  EXPECT_GT(many.calls, few.calls);
 }
 
 }  // namespace
