@@ -8,7 +8,9 @@ of them) and prints Markdown: per case, runtime calls per cycle and time per
 cycle (CPU time of the benchmark threads, and wall time; both divided by the
 cycles of all threads) for gpupool, CUB with its defaults and CUB matched to
 gpupool's limits, with gpupool / CUB ratios (below 1 gpupool is faster); per
-trace, peak reserved / peak live bytes and runtime mallocs per peer. Rows of
+trace, peak reserved / peak live bytes and runtime mallocs per peer; per
+charged stand-in call, what the profile model adds to it against its figure
+(the instrument's own check). Rows of
 gpupool with deferred fences (peer gpupool_deferred), where the run has
 them, get a table of their own per cost model and a column in the replays.
 With --svg, also writes a bar chart of the CPU-time ratios (plain SVG, no
@@ -23,6 +25,7 @@ from collections import defaultdict
 
 TIMED = re.compile(r"^peers/(\w+)/(null|profile|real)/(\w+)/real_time(?:/threads:(\d+))?$")
 REPLAY = re.compile(r"^replay/(\w+)/(\w+)/iterations:1/real_time$")
+STANDIN = re.compile(r"^standin/(\w+)/(null|profile)$")
 PEERS = ("gpupool", "cub_default", "cub_fair")
 DEFERRED = "gpupool_deferred"
 
@@ -104,6 +107,7 @@ def main():
     context, rows = load([a for a in args if not a.startswith("--svg=")])
     cases = defaultdict(dict)
     replays = defaultdict(dict)
+    standin = defaultdict(dict)
     reps = set()
     for name, row in rows.items():
         m = TIMED.match(name)
@@ -116,6 +120,10 @@ def main():
         m = REPLAY.match(name)
         if m:
             replays[m.group(1)][m.group(2)] = row
+            continue
+        m = STANDIN.match(name)
+        if m:
+            standin[m.group(1)][m.group(2)] = row
     print(f"<!-- {context.get('date', '')}, repetitions per row: "
           f"{sorted(reps)} -->")
     order = ["same_stream", "cross_stream", "mixed_sizes", "cold_start"] + [
@@ -165,6 +173,19 @@ def main():
                       f"{cpu[0] / cpu[3]:.2f}× | {wall:.2f}× |")
     if svg:
         write_svg(svg, cases, order)
+    calls = [c for c in sorted(standin) if len(standin[c]) == 2]
+    if calls:
+        print("\n**the profile model's charges**, from the same run (one "
+              "stand-in call timed alone, ns per call; profile minus null is "
+              "what the model adds to it)\n")
+        print("| call | charged | profile − null |")
+        print("|---|---:|---:|")
+        for call in calls:
+            rows_ = standin[call]
+            added = ns(rows_["profile"], "cpu_time") - ns(rows_["null"],
+                                                           "cpu_time")
+            print(f"| `{call}` | {rows_['profile']['charged_ns']:.0f} | "
+                  f"{added:.0f} |")
     print("\n**trace replays** (peak reserved ÷ peak live; runtime mallocs)\n")
     with_deferred = all(DEFERRED in peers for peers in replays.values())
     columns = (PEERS[:1] + ((DEFERRED,) if with_deferred else ()) +

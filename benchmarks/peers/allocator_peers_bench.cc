@@ -23,6 +23,11 @@
 //   peers/threads/<costs>/<peer>/threads:N  the same-stream cycle on N
 //                                       threads, each on its own stream, one
 //                                       allocator and one device
+//   standin/<call>/<costs>              one stand-in call (a query, a
+//                                       record, a capture-mode exchange):
+//                                       profile minus null is what the model
+//                                       really charges, against its figure
+//                                       (counter charged_ns)
 //   replay/<trace>/<peer>               one replay of a shipped trace
 //                                       (trace_replay.h): peak reserved over
 //                                       peak live bytes, runtime mallocs
@@ -62,6 +67,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -288,6 +294,46 @@ void RunCase(benchmark::State& state, Backend& backend, Case which,
   gpupool_bench_cudart_set_costs(kGpupoolBenchCostsNull);
 }
 
+// One stand-in call under a cost model, timed alone: profile minus null is
+// what a charge of `charged_ns` really costs, the instrument checked against
+// its own figure.
+enum class StandInCall { kEventQuery, kEventRecord, kCaptureModeExchange };
+
+void RunStandInCall(benchmark::State& state, StandInCall call, int costs,
+                    int64_t charged_ns) {
+  cudaEvent_t event = nullptr;
+  if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+    state.SkipWithError("cudaEventCreateWithFlags failed");
+    return;
+  }
+  gpupool_bench_cudart_set_costs(costs);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  bool ok = true;
+  for (auto _ : state) {
+    switch (call) {
+      case StandInCall::kEventQuery:
+        ok &= cudaEventQuery(event) == cudaSuccess;
+        break;
+      case StandInCall::kEventRecord:
+        ok &= cudaEventRecord(event, nullptr) == cudaSuccess;
+        break;
+      case StandInCall::kCaptureModeExchange:
+        ok &= cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        break;
+    }
+  }
+  gpupool_bench_cudart_set_costs(kGpupoolBenchCostsNull);
+  if (call == StandInCall::kCaptureModeExchange && state.iterations() % 2 != 0) {
+    // The thread's mode back to what it was: an allocator skips its restoring
+    // exchange on a thread left in Relaxed mode, which would change the
+    // calls of every later case on this thread.
+    ok &= cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+  }
+  (void)cudaEventDestroy(event);
+  if (!ok) state.SkipWithError("a stand-in call failed");
+  state.counters["charged_ns"] = static_cast<double>(charged_ns);
+}
+
 // The threaded cases share one allocator among the threads: made before the
 // run (the threads start the timed loop together) and kept to the end.
 struct SharedPeers {
@@ -450,6 +496,24 @@ int Register(Backend& backend, const std::string& trace_dir) {
           })
           ->ThreadRange(1, 8)
           ->UseRealTime();
+    }
+  }
+  if (!real) {
+    // The figures of the profile model (bench_cudart.cc).
+    const std::tuple<const char*, StandInCall, int64_t> calls[] = {
+        {"cudaEventQuery", StandInCall::kEventQuery, 178},
+        {"cudaEventRecord", StandInCall::kEventRecord, 220},
+        {"cudaThreadExchangeStreamCaptureMode",
+         StandInCall::kCaptureModeExchange, 60}};
+    for (const auto& [call_name, call, charged_ns] : calls) {
+      for (const auto& [costs_name, costs] : cost_models) {
+        benchmark::RegisterBenchmark(
+            absl::StrCat("standin/", call_name, "/", costs_name).c_str(),
+            [call = call, costs = costs,
+             charged_ns = charged_ns](benchmark::State& state) {
+              RunStandInCall(state, call, costs, charged_ns);
+            });
+      }
     }
   }
   const std::vector<std::string> files = TraceFiles(trace_dir);

@@ -117,11 +117,81 @@ void Count(Kind kind) {
   n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
+// A charge is a count of iterations of an empty loop, calibrated against the
+// clock once, when the profile model is first chosen. Spinning on the clock
+// itself would add about one and a half clock reads to every charge (the read
+// that starts the spin and, on average, half the read that ends it past its
+// deadline; 30-70 ns a read on the VMs measured here, a third of a 178 ns
+// query), against the allocator that makes more charged calls.
+void SpinIterations(int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    asm volatile("" : "+r"(i));  // the loop stays, one iteration at a time
+  }
+}
+
+// How a charge is spun: loop iterations per microsecond and the fixed cost of
+// a spin beyond its iterations (its call, the loop's mispredicted exit: about
+// 20 ns on the VMs measured here), taken off each charge. Both are fitted to
+// charges of 100 and 300 ns made as calls make them (a long spin runs some
+// 5% faster per iteration than a short one), each the fastest of seven
+// batches (a slower one was preempted or met a cold cache).
+struct SpinRate {
+  int64_t iterations_per_us = 1;
+  int64_t fixed_ns = 0;
+};
+
+void Charge(int64_t ns, const SpinRate& rate);
+
+// The time of one charge of `ns` at `rate`, in ns (fractional): the fastest
+// of seven batches of `charges`.
+double TimeCharge(int64_t ns, const SpinRate& rate, int charges = 20000) {
+  int64_t best_ns = INT64_MAX;
+  for (int trial = 0; trial < 7; ++trial) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < charges; ++i) Charge(ns, rate);
+    best_ns = std::min<int64_t>(
+        best_ns, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  return static_cast<double>(best_ns) / charges;
+}
+
+const SpinRate& Rate() {
+  static const SpinRate rate = [] {
+    // A first rate from spins of a million iterations ...
+    SpinRate first;
+    first.iterations_per_us = 1000;
+    const double million_ns = TimeCharge(1000000, first, /*charges=*/1);
+    first.iterations_per_us =
+        std::max<int64_t>(static_cast<int64_t>(1e9 / million_ns), 1);
+    // ... then the line through two short charges.
+    const double t100 = TimeCharge(100, first);
+    const double t300 = TimeCharge(300, first);
+    SpinRate r;
+    const double ns_per_first_ns = std::max(t300 - t100, 1.0) / 200;
+    r.iterations_per_us = std::max<int64_t>(
+        static_cast<int64_t>(first.iterations_per_us / ns_per_first_ns), 1);
+    r.fixed_ns = std::clamp<int64_t>(
+        static_cast<int64_t>(t100 - 100 * ns_per_first_ns), 0, 50);
+    return r;
+  }();
+  return rate;
+}
+
+// Spins for `ns`, less the spin's own fixed cost.
+__attribute__((noinline)) void Charge(int64_t ns, const SpinRate& rate) {
+  SpinIterations(std::max<int64_t>(ns - rate.fixed_ns, 0) *
+                 rate.iterations_per_us / 1000);
+}
+
 int InitialCosts() {
   const char* env = std::getenv("GPUPOOL_BENCH_CUDART_COSTS");
-  return env != nullptr && std::strcmp(env, "profile") == 0
-             ? kGpupoolBenchCostsProfile
-             : kGpupoolBenchCostsNull;
+  if (env == nullptr || std::strcmp(env, "profile") != 0) {
+    return kGpupoolBenchCostsNull;
+  }
+  (void)Rate();  // calibrated before any call is charged
+  return kGpupoolBenchCostsProfile;
 }
 
 std::atomic<int>& CostModel() {
@@ -137,10 +207,7 @@ void Call(int64_t profile_ns) {
                              kGpupoolBenchCostsProfile) {
     return;
   }
-  const auto until =
-      std::chrono::steady_clock::now() + std::chrono::nanoseconds(profile_ns);
-  while (std::chrono::steady_clock::now() < until) {
-  }
+  Charge(profile_ns, Rate());
 }
 
 // Device memory: fresh address space, never touched, with the bytes each
@@ -224,6 +291,8 @@ BENCH_EXPORT const char* gpupool_bench_cudart_real_error(void) {
   return Real().error.empty() ? nullptr : Real().error.c_str();
 }
 BENCH_EXPORT int gpupool_bench_cudart_set_costs(int costs) {
+  // Calibrated here, outside any timed loop.
+  if (costs == kGpupoolBenchCostsProfile) (void)Rate();
   return CostModel().exchange(costs);
 }
 BENCH_EXPORT int64_t gpupool_bench_cudart_thread_calls(void) {

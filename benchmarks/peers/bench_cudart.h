@@ -10,7 +10,10 @@
 // the cost model charges and nothing more. Each call:
 //   * is counted, per entry point, in counters private to the calling thread
 //     (no shared cache line on the hot path);
-//   * charges a latency by spinning, from the cost model in effect:
+//   * charges a latency by spinning (a loop whose iterations per microsecond
+//     are timed once, when the profile model is first chosen, so that a
+//     charge costs its figure and no clock read), from the cost model in
+//     effect:
 //       null     every call returns at once;
 //       profile  the per-call costs measured on an H100 (docs/benchmarks.md,
 //                "H100 runtime call costs"); calls that table lacks cost 0.
