@@ -271,8 +271,9 @@ TEST_F(LockCountTest, ACachesEndTakesOneLockPerFreedSegmentForItsEvent) {
     EXPECT_EQ(stats.runtime_allocations, cached);
     return Window([&cache] { cache.reset(); });
   };
-  // Not counted: the first end in a process, which does some one-time work
-  // (run alone, this test sees one lock pair more there).
+  // Not counted: the first end on this thread, whose first return to a pool
+  // (an event, to the EventPool) registers the thread's return announcement
+  // slot under a lock, once (run alone, this test would see it in `few`).
   (void)end_of_cache_with(1);
   const Cost few = end_of_cache_with(2);
   const Cost many = end_of_cache_with(16);
