@@ -344,8 +344,10 @@ class AllocationCacheCore
   // pending) and frees those idle as a batch (FreeBlocks); retires the rest
   // without a call.
   Released ReleaseBlocks(AllocationShard& shard, BlockVector blocks);
-  // FreeBlock for each of `blocks` (idle), retiring what they free under one
-  // lock for all of them: a cache's end, Trim and the OOM chain free many.
+  // Frees the memory of idle blocks and their records (parts of segments go
+  // back to the free index instead), with one lock for all of them to
+  // return the parts and one to retire what is freed: a cache's end, Trim
+  // and the OOM chain free many; FreeBlock is the one-block case.
   absl::Status FreeBlocks(AllocationShard& shard, BlockVector blocks);
   // Retires (dropped, deleted) a block of a poisoned device or of a context
   // reset since it was made: true, and no call may touch it; else false.

@@ -304,8 +304,18 @@ AllocationCacheCore::Released AllocationCacheCore::ReleaseCached(
 AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
     AllocationShard& shard, BlockVector blocks) {
   Released released;
+  // An idle block joins `batch`, freed with the others under one lock; any
+  // other state retires it without a call.
+  auto settle = [&](AllocationBlock* block, BlockState state,
+                    BlockVector& batch) {
+    if (state == BlockState::kIdle) {
+      batch.push_back(block);
+    } else {
+      released.status.Update(Dispose(shard, block, state));
+    }
+  };
   BlockVector pending;
-  BlockVector idle;  // freed together: one lock for all, not one each
+  BlockVector idle;
   for (AllocationBlock* block : blocks) {
     if (poisoned(block->device)) {
       // A dead context: no query, no free, ever.
@@ -318,11 +328,7 @@ AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
       continue;
     }
     released.bytes += block->size;
-    if (state == BlockState::kIdle) {
-      idle.push_back(block);
-    } else {
-      released.status.Update(Dispose(shard, block, state));
-    }
+    settle(block, state, idle);
   }
   released.status.Update(FreeBlocks(shard, std::move(idle)));
   BlockVector waited;
@@ -330,14 +336,10 @@ AllocationCacheCore::Released AllocationCacheCore::ReleaseBlocks(
     released.bytes += block->size;
     // An earlier block's sticky fault may have poisoned the device since the
     // loop above: never wait on (or free) a dead context.
-    const BlockState state = poisoned(block->device)
-                                 ? BlockState::kDrop
-                                 : fence_.SynchronizeEvents(block);
-    if (state == BlockState::kIdle) {
-      waited.push_back(block);
-    } else {
-      released.status.Update(Dispose(shard, block, state));
-    }
+    settle(block,
+           poisoned(block->device) ? BlockState::kDrop
+                                   : fence_.SynchronizeEvents(block),
+           waited);
   }
   released.status.Update(FreeBlocks(shard, std::move(waited)));
   return released;
@@ -366,15 +368,7 @@ bool AllocationCacheCore::DropIfDead(AllocationShard& shard,
 
 absl::Status AllocationCacheCore::FreeBlock(AllocationShard& shard,
                                             AllocationBlock* block) {
-  if (DropIfDead(shard, block)) return absl::OkStatus();
-  // Part of a segment goes back to the free index (merged with the free
-  // blocks beside it); only a whole segment goes back to the runtime.
-  block->owner.reset();
-  AllocationBlock* whole = shard.KeepIfPart(block);
-  if (whole == nullptr) return absl::OkStatus();
-  absl::Status status = FreeRaw(shard, whole->ptr);
-  delete whole;
-  return status;
+  return FreeBlocks(shard, BlockVector{block});
 }
 
 absl::Status AllocationCacheCore::FreeBlocks(AllocationShard& shard,
@@ -387,7 +381,9 @@ absl::Status AllocationCacheCore::FreeBlocks(AllocationShard& shard,
     blocks[kept++] = block;
   }
   blocks.resize(kept);
-  shard.KeepIfParts(&blocks);  // leaves the whole segments, to free
+  // Parts of segments go back to the free index (merged with the free blocks
+  // beside them); only whole segments go back to the runtime.
+  shard.KeepIfParts(&blocks);
   absl::Status status;
   int64_t destroyed = 0;
   int64_t dropped = 0;

@@ -395,27 +395,18 @@ void AllocationShard::TakeForRelease(size_t bytes, bool with_retiring,
   }
 }
 
-AllocationBlock* AllocationShard::KeepIfPart(AllocationBlock* block) {
-  SettledLock lock(this);
-  return KeepIfPartLocked(block);
-}
-
 void AllocationShard::KeepIfParts(BlockVector* blocks) {
   SettledLock lock(this);
   size_t wholes = 0;
   for (AllocationBlock* block : *blocks) {
-    if (AllocationBlock* whole = KeepIfPartLocked(block)) {
-      (*blocks)[wholes++] = whole;
+    if (!IsWholeSegment(block)) {
+      block->events.clear();  // idle: the caller proved its events complete
+      block->release_stream = nullptr;
+      block = AddCachedLocked(block, /*oldest=*/false);
     }
+    if (block != nullptr) (*blocks)[wholes++] = block;
   }
   blocks->resize(wholes);
-}
-
-AllocationBlock* AllocationShard::KeepIfPartLocked(AllocationBlock* block) {
-  if (IsWholeSegment(block)) return block;
-  block->events.clear();  // idle: the caller proved its events complete
-  block->release_stream = nullptr;
-  return AddCachedLocked(block, /*oldest=*/false);
 }
 
 void AllocationShard::Forget(AllocationBlock* block, RetireReason how) {

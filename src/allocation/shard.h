@@ -211,12 +211,10 @@ class alignas(kCacheLine) AllocationShard {
   void TakeForRelease(size_t bytes, bool with_retiring, bool best_match,
                       size_t smaller_than, uint64_t generation,
                       BlockVector* out, BlockVector* stale);
-  // An idle block the caller would free: a whole segment comes back for the
-  // caller to free; part of a segment goes into the free index instead
-  // (merged; nullptr), unless its merge made a whole segment over the cap.
-  AllocationBlock* KeepIfPart(AllocationBlock* block);
-  // KeepIfPart for each of `blocks` under one lock: leaves in `blocks` the
-  // whole segments to free.
+  // Idle blocks the caller would free, under one lock: a whole segment stays
+  // in `blocks` for the caller to free; part of a segment goes into the free
+  // index instead (merged; dropped from `blocks`), unless its merge made a
+  // whole segment over the cap, which takes its place in `blocks`.
   void KeepIfParts(BlockVector* blocks);
   // Forgets a block without a runtime call (`how`: dropped or leaked): its
   // segment is counted as retired once its last block is forgotten.
@@ -295,8 +293,6 @@ class alignas(kCacheLine) AllocationShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* AddCachedLocked(AllocationBlock* block, bool oldest,
                                    bool released = false)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  AllocationBlock* KeepIfPartLocked(AllocationBlock* block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AllocationBlock* MergeLocked(AllocationBlock* block, bool released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
