@@ -323,7 +323,8 @@ void RunStandInCall(benchmark::State& state, StandInCall call, int costs,
     }
   }
   gpupool_bench_cudart_set_costs(kGpupoolBenchCostsNull);
-  if (call == StandInCall::kCaptureModeExchange && state.iterations() % 2 != 0) {
+  if (call == StandInCall::kCaptureModeExchange &&
+      state.iterations() % 2 != 0) {
     // The thread's mode back to what it was: an allocator skips its restoring
     // exchange on a thread left in Relaxed mode, which would change the
     // calls of every later case on this thread.
@@ -499,12 +500,13 @@ int Register(Backend& backend, const std::string& trace_dir) {
     }
   }
   if (!real) {
-    // The figures of the profile model (bench_cudart.cc).
     const std::tuple<const char*, StandInCall, int64_t> calls[] = {
-        {"cudaEventQuery", StandInCall::kEventQuery, 178},
-        {"cudaEventRecord", StandInCall::kEventRecord, 220},
+        {"cudaEventQuery", StandInCall::kEventQuery, kGpupoolBenchEventQueryNs},
+        {"cudaEventRecord", StandInCall::kEventRecord,
+         kGpupoolBenchEventRecordNs},
         {"cudaThreadExchangeStreamCaptureMode",
-         StandInCall::kCaptureModeExchange, 60}};
+         StandInCall::kCaptureModeExchange,
+         kGpupoolBenchCaptureModeExchangeNs}};
     for (const auto& [call_name, call, charged_ns] : calls) {
       for (const auto& [costs_name, costs] : cost_models) {
         benchmark::RegisterBenchmark(

@@ -37,21 +37,6 @@ enum Kind : int {
   kKinds,
 };
 
-// Costs of the "profile" model, ns per call: docs/benchmarks.md "H100 runtime
-// call costs". A create + destroy or there-and-back pair measured together is
-// split evenly between its two calls.
-constexpr int64_t kMallocNs = 32862;     // cudaMalloc + cudaFree 1 MiB:
-constexpr int64_t kFreeNs = 32861;       //   65,723 ns the pair
-constexpr int64_t kEventCreateNs = 147;  // create + destroy: 294
-constexpr int64_t kEventDestroyNs = 147;
-constexpr int64_t kEventRecordNs = 220;
-constexpr int64_t kEventQueryNs = 178;
-constexpr int64_t kStreamQueryNs = 189;
-constexpr int64_t kStreamCreateNs = 2135;  // create + destroy: 4,269
-constexpr int64_t kStreamDestroyNs = 2134;
-constexpr int64_t kCaptureModeExchangeNs = 60;  // there and back: 119
-constexpr int64_t kStreamIsCapturingNs = 65;
-
 struct ThreadCounts {
   std::atomic<int64_t> n[kKinds] = {};
 };
@@ -417,7 +402,7 @@ BENCH_EXPORT cudaError_t cudaDeviceSynchronize(void) {
 BENCH_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream,
                                                       unsigned int flags,
                                                       int priority) {
-  Call(kStreamCreateNs);
+  Call(kGpupoolBenchStreamCreateNs);
   FORWARD(cudaStreamCreateWithPriority, stream, flags, priority);
   if (stream == nullptr) return cudaErrorInvalidValue;
   *stream = reinterpret_cast<cudaStream_t>(new Stream{current_device});
@@ -431,14 +416,14 @@ BENCH_EXPORT cudaError_t cudaStreamCreate(cudaStream_t* stream) {
   return cudaStreamCreateWithPriority(stream, cudaStreamDefault, 0);
 }
 BENCH_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  Call(kStreamDestroyNs);
+  Call(kGpupoolBenchStreamDestroyNs);
   FORWARD(cudaStreamDestroy, stream);
   if (stream == nullptr) return cudaErrorInvalidResourceHandle;
   delete reinterpret_cast<Stream*>(stream);
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  Call(kStreamQueryNs);
+  Call(kGpupoolBenchStreamQueryNs);
   FORWARD(cudaStreamQuery, stream);
   return cudaSuccess;
 }
@@ -449,7 +434,7 @@ BENCH_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 BENCH_EXPORT cudaError_t
 cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
-  Call(kStreamIsCapturingNs);
+  Call(kGpupoolBenchStreamIsCapturingNs);
   FORWARD(cudaStreamIsCapturing, stream, status);
   if (status == nullptr) return cudaErrorInvalidValue;
   *status = cudaStreamCaptureStatusNone;
@@ -476,7 +461,7 @@ BENCH_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream,
 }
 BENCH_EXPORT cudaError_t
 cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
-  Call(kCaptureModeExchangeNs);
+  Call(kGpupoolBenchCaptureModeExchangeNs);
   FORWARD(cudaThreadExchangeStreamCaptureMode, mode);
   if (mode == nullptr) return cudaErrorInvalidValue;
   std::swap(*mode, capture_mode);
@@ -487,7 +472,7 @@ cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
 
 BENCH_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event,
                                                   unsigned int flags) {
-  Call(kEventCreateNs);
+  Call(kGpupoolBenchEventCreateNs);
   Count(kEventsCreated);
   FORWARD(cudaEventCreateWithFlags, event, flags);
   if (event == nullptr) return cudaErrorInvalidValue;
@@ -498,7 +483,7 @@ BENCH_EXPORT cudaError_t cudaEventCreate(cudaEvent_t* event) {
   return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 BENCH_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  Call(kEventDestroyNs);
+  Call(kGpupoolBenchEventDestroyNs);
   FORWARD(cudaEventDestroy, event);
   if (event == nullptr) return cudaErrorInvalidResourceHandle;
   delete reinterpret_cast<Event*>(event);
@@ -506,13 +491,13 @@ BENCH_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 BENCH_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event,
                                          cudaStream_t stream) {
-  Call(kEventRecordNs);
+  Call(kGpupoolBenchEventRecordNs);
   Count(kEventRecords);
   FORWARD(cudaEventRecord, event, stream);
   return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) {
-  Call(kEventQueryNs);
+  Call(kGpupoolBenchEventQueryNs);
   Count(kEventQueries);
   FORWARD(cudaEventQuery, event);
   return event == nullptr ? cudaErrorInvalidResourceHandle : cudaSuccess;
@@ -526,7 +511,7 @@ BENCH_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 // --- memory
 
 BENCH_EXPORT cudaError_t cudaMalloc(void** ptr, size_t bytes) {
-  Call(kMallocNs);
+  Call(kGpupoolBenchMallocNs);
   if (ptr == nullptr) return cudaErrorInvalidValue;
   Memory& memory = DeviceMemory();
   static const auto real_malloc =
@@ -554,7 +539,7 @@ BENCH_EXPORT cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaFree(void* ptr) {
-  Call(kFreeNs);
+  Call(kGpupoolBenchFreeNs);
   static const auto real_free = RealEntry<decltype(&cudaFree)>("cudaFree");
   if (ptr == nullptr)
     return real_free != nullptr ? real_free(ptr) : cudaSuccess;

@@ -44,6 +44,23 @@ enum GpupoolBenchCosts {
   kGpupoolBenchCostsProfile = 1,
 };
 
+// Costs of the profile model, ns per call: docs/benchmarks.md "H100 runtime
+// call costs". A create + destroy or there-and-back pair measured together is
+// split evenly between its two calls. Calls not listed cost nothing.
+enum GpupoolBenchProfileNs {
+  kGpupoolBenchMallocNs = 32862,     // cudaMalloc + cudaFree 1 MiB:
+  kGpupoolBenchFreeNs = 32861,       //   65,723 ns the pair
+  kGpupoolBenchEventCreateNs = 147,  // create + destroy: 294
+  kGpupoolBenchEventDestroyNs = 147,
+  kGpupoolBenchEventRecordNs = 220,
+  kGpupoolBenchEventQueryNs = 178,
+  kGpupoolBenchStreamQueryNs = 189,
+  kGpupoolBenchStreamCreateNs = 2135,  // create + destroy: 4,269
+  kGpupoolBenchStreamDestroyNs = 2134,
+  kGpupoolBenchCaptureModeExchangeNs = 60,  // there and back: 119
+  kGpupoolBenchStreamIsCapturingNs = 65,
+};
+
 // Process-wide totals since load (all threads, exited ones included).
 struct GpupoolBenchCudartTotals {
   int64_t calls;                // every exported entry point
