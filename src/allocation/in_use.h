@@ -1,9 +1,16 @@
 // The blocks of one allocation shard that are out of its care for now: its
-// leases, newest first (the leak report's order), with their gauges (count,
-// bytes, bytes asked for, the peak), and the parked blocks taken off their
-// lanes to have their fence recorded (fencing), which sit in the list until
-// their release but count, for whoever looks, as the cached blocks they
-// still are.
+// leases, with their gauges (count, bytes, bytes asked for, the peak), and
+// the parked blocks taken off their lanes to have their fence recorded
+// (fencing), which sit in the list until their release but count, for
+// whoever looks, as the cached blocks they still are.
+//
+// A lease taken again from the release slot stays where it is in the list:
+// moving it to the front would write the blocks beside it and the one in
+// front, other threads' leases, whose cache lines then cross between cores
+// while the shard's lock is held (with several threads on one device that
+// lengthened the locked section enough to double the waits for the lock).
+// The leak report's order, newest lease first, is made when it is asked
+// for, from each lease's place on the shard's lease clock (leased_at).
 //
 // Thread safety: none of its own; the shard's lock guards it.
 
@@ -12,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "absl/base/optimization.h"
 #include "gpupool/allocation_cache.h"
@@ -43,15 +51,12 @@ class InUseList {
   // After a lease (Add): the peak of the leases' bytes.
   void RaisePeak() { peak_ = std::max(peak_, bytes_ - fencing_.bytes); }
   // A block still in the list leased again (the release slot's hit):
-  // `requested` is what the new lease asked for; it becomes the newest.
+  // `requested` is what the new lease asked for. It keeps its place: only
+  // the block and the gauges are written.
   void Relend(AllocationBlock* block, size_t requested) {
     requested_ += static_cast<int64_t>(requested) -
                   static_cast<int64_t>(block->requested);
     block->requested = requested;
-    if (list_.front() != block) {  // else the newest already
-      list_.Remove(block);
-      list_.PushFront(block);
-    }
   }
   // `block` (just added) is a parked block to be fenced, not a lease.
   void StartFencing(AllocationBlock* block) {
@@ -72,13 +77,31 @@ class InUseList {
     stats->blocks_cached += fencing_.count;
     stats->bytes_cached += fencing_.bytes;
   }
-  // Newest first; `visit(block)` for every block, fencing ones included.
+  // `visit(block)` for every block, fencing ones included, in no
+  // particular order.
   template <typename Visit>
   void ForEach(Visit visit) const {
     for (const AllocationBlock* block = list_.front(); block != nullptr;
          block = PrimaryList::Next(block)) {
       visit(*block);
     }
+  }
+  // `visit(block)` for every lease (fencing blocks left out), the newest
+  // first: the latest place on the lease clock (AllocationBlock::leased_at)
+  // first. Sorted here, for the leak report, so that no hit has to move its
+  // block (Relend).
+  template <typename Visit>
+  void ForEachLeaseNewestFirst(Visit visit) const {
+    std::vector<const AllocationBlock*> leases;
+    leases.reserve(static_cast<size_t>(count_ - fencing_.count));
+    ForEach([&leases](const AllocationBlock& block) {
+      if (!block.fencing) leases.push_back(&block);
+    });
+    std::sort(leases.begin(), leases.end(),
+              [](const AllocationBlock* a, const AllocationBlock* b) {
+                return a->leased_at > b->leased_at;
+              });
+    for (const AllocationBlock* block : leases) visit(*block);
   }
 
  private:

@@ -396,8 +396,7 @@ AllocationCacheStats AllocationShard::Stats() const {
 void AllocationShard::AppendOutstanding(
     std::vector<OutstandingLease>* out) const {
   SettledLock lock(this);
-  in_use_.ForEach([this, out](const AllocationBlock& block) {
-    if (block.fencing) return;  // a parked block, not a lease
+  in_use_.ForEachLeaseNewestFirst([this, out](const AllocationBlock& block) {
     out->push_back(OutstandingLease{
         "allocation", device_,
         absl::StrCat(MemoryKindName(kind_), " ", block.requested, " bytes"),
