@@ -126,7 +126,8 @@ struct AllocationBlock {
   void* stream_lists = nullptr;
   // The shard's lease count when it was last leased, and when it was last
   // listed free: every event of a listed block was recorded before
-  // `listed_at`, every event of a released one after its `leased_at`.
+  // `listed_at`, every event of a released one after its `leased_at`. The
+  // leak report lists leases by `leased_at`, the newest first (InUseList).
   uint64_t leased_at = 0;
   uint64_t listed_at = 0;
   // Events no longer part of the fence (a merge found them covered by a
