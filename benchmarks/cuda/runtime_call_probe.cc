@@ -76,6 +76,11 @@ int main() {
          }));
   printf("cudaSetDevice(same)                   %8.1f\n",
          TimeNs(kIters, [&] { (void)cudaSetDevice(0); }));
+  printf("cudaGetLastError(no error)            %8.1f\n",
+         TimeNs(kIters, [&] { (void)cudaGetLastError(); }));
+  printf("cudaStreamWaitEvent(complete)         %8.1f\n",
+         TimeNs(kIters, [&] { (void)cudaStreamWaitEvent(s2, ev, 0); }));
+  E(cudaStreamSynchronize(s2));
   cudaStreamAttrValue v{};
   printf("cudaStreamGetAttribute(APW)           %8.1f\n", TimeNs(kIters, [&] {
            (void)cudaStreamGetAttribute(

@@ -5,7 +5,7 @@
 // libcudart this binary links. Every runtime call either allocator makes is
 // counted, and charged by one of two cost models, both in every run:
 //   null     calls cost nothing: the allocators' own CPU cost;
-//   profile  each call costs what it measured on an H100.
+//   profile  each call costs what it measured on an H200.
 // With GPUPOOL_BENCH_CUDART_REAL naming the real libcudart the stand-in
 // forwards every call to it (still counting): the one model is then "real",
 // both allocators on a real device (tests/gpu/run_all.sh runs it so).
@@ -24,7 +24,8 @@
 //                                       threads, each on its own stream, one
 //                                       allocator and one device
 //   standin/<call>/<costs>              one stand-in call (a query, a
-//                                       record, a capture-mode exchange):
+//                                       record, a capture-mode exchange,
+//                                       cudaGetDevice, cudaGetLastError):
 //                                       profile minus null is what the model
 //                                       really charges, against its figure
 //                                       (counter charged_ns)
@@ -297,7 +298,13 @@ void RunCase(benchmark::State& state, Backend& backend, Case which,
 // One stand-in call under a cost model, timed alone: profile minus null is
 // what a charge of `charged_ns` really costs, the instrument checked against
 // its own figure.
-enum class StandInCall { kEventQuery, kEventRecord, kCaptureModeExchange };
+enum class StandInCall {
+  kEventQuery,
+  kEventRecord,
+  kCaptureModeExchange,
+  kGetDevice,
+  kGetLastError,
+};
 
 void RunStandInCall(benchmark::State& state, StandInCall call, int costs,
                     int64_t charged_ns) {
@@ -319,6 +326,14 @@ void RunStandInCall(benchmark::State& state, StandInCall call, int costs,
         break;
       case StandInCall::kCaptureModeExchange:
         ok &= cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+        break;
+      case StandInCall::kGetDevice: {
+        int device = -1;
+        ok &= cudaGetDevice(&device) == cudaSuccess;
+        break;
+      }
+      case StandInCall::kGetLastError:
+        ok &= cudaGetLastError() == cudaSuccess;
         break;
     }
   }
@@ -505,8 +520,10 @@ int Register(Backend& backend, const std::string& trace_dir) {
         {"cudaEventRecord", StandInCall::kEventRecord,
          kGpupoolBenchEventRecordNs},
         {"cudaThreadExchangeStreamCaptureMode",
-         StandInCall::kCaptureModeExchange,
-         kGpupoolBenchCaptureModeExchangeNs}};
+         StandInCall::kCaptureModeExchange, kGpupoolBenchCaptureModeExchangeNs},
+        {"cudaGetDevice", StandInCall::kGetDevice, kGpupoolBenchGetDeviceNs},
+        {"cudaGetLastError", StandInCall::kGetLastError,
+         kGpupoolBenchGetLastErrorNs}};
     for (const auto& [call_name, call, charged_ns] : calls) {
       for (const auto& [costs_name, costs] : cost_models) {
         benchmark::RegisterBenchmark(

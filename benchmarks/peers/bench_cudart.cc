@@ -338,7 +338,7 @@ BENCH_EXPORT const char* cudaGetErrorString(cudaError_t error) {
   return cudaGetErrorName(error);
 }
 BENCH_EXPORT cudaError_t cudaGetLastError(void) {
-  Call(0);
+  Call(kGpupoolBenchGetLastErrorNs);
   FORWARD(cudaGetLastError);
   return cudaSuccess;
 }
@@ -370,14 +370,14 @@ BENCH_EXPORT cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaGetDevice(int* device) {
-  Call(0);
+  Call(kGpupoolBenchGetDeviceNs);
   FORWARD(cudaGetDevice, device);
   if (device == nullptr) return cudaErrorInvalidValue;
   *device = current_device;
   return cudaSuccess;
 }
 BENCH_EXPORT cudaError_t cudaSetDevice(int device) {
-  Call(0);
+  Call(kGpupoolBenchSetDeviceNs);
   FORWARD(cudaSetDevice, device);
   if (device != 0) return cudaErrorInvalidDevice;
   current_device = device;
@@ -455,7 +455,7 @@ BENCH_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 BENCH_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream,
                                              cudaEvent_t event,
                                              unsigned int flags) {
-  Call(0);
+  Call(kGpupoolBenchStreamWaitEventNs);
   FORWARD(cudaStreamWaitEvent, stream, event, flags);
   return cudaSuccess;
 }

@@ -15,8 +15,8 @@
 //     charge costs its figure and no clock read), from the cost model in
 //     effect:
 //       null     every call returns at once;
-//       profile  the per-call costs measured on an H100 (docs/benchmarks.md,
-//                "H100 runtime call costs"); calls that table lacks cost 0.
+//       profile  the per-call costs measured on an H200 (docs/benchmarks.md,
+//                "H200 runtime call costs"); calls that table lacks cost 0.
 //     The model starts as GPUPOOL_BENCH_CUDART_COSTS (null|profile, default
 //     null) and can be switched at any time with
 //     gpupool_bench_cudart_set_costs.
@@ -44,21 +44,29 @@ enum GpupoolBenchCosts {
   kGpupoolBenchCostsProfile = 1,
 };
 
-// Costs of the profile model, ns per call: docs/benchmarks.md "H100 runtime
-// call costs". A create + destroy or there-and-back pair measured together is
-// split evenly between its two calls. Calls not listed cost nothing.
+// Costs of the profile model, ns per call: docs/benchmarks.md "H200 runtime
+// call costs" (runtime_call_probe, the median of three runs in one lease). A
+// create + destroy or there-and-back pair measured together is split evenly
+// between its two calls. Every call either allocator makes has its measured
+// cost; calls not listed (version and device-count queries, capture begin and
+// end, graph destroy, cudaPeekAtLastError, cudaDeviceSynchronize) cost
+// nothing.
 enum GpupoolBenchProfileNs {
-  kGpupoolBenchMallocNs = 32862,     // cudaMalloc + cudaFree 1 MiB:
-  kGpupoolBenchFreeNs = 32861,       //   65,723 ns the pair
-  kGpupoolBenchEventCreateNs = 147,  // create + destroy: 294
-  kGpupoolBenchEventDestroyNs = 147,
-  kGpupoolBenchEventRecordNs = 220,
-  kGpupoolBenchEventQueryNs = 178,
-  kGpupoolBenchStreamQueryNs = 189,
-  kGpupoolBenchStreamCreateNs = 2135,  // create + destroy: 4,269
-  kGpupoolBenchStreamDestroyNs = 2134,
-  kGpupoolBenchCaptureModeExchangeNs = 60,  // there and back: 119
-  kGpupoolBenchStreamIsCapturingNs = 65,
+  kGpupoolBenchMallocNs = 33792,     // cudaMalloc + cudaFree 1 MiB:
+  kGpupoolBenchFreeNs = 33792,       //   67,584 ns the pair
+  kGpupoolBenchEventCreateNs = 166,  // create + destroy: 331
+  kGpupoolBenchEventDestroyNs = 165,
+  kGpupoolBenchEventRecordNs = 222,
+  kGpupoolBenchEventQueryNs = 237,
+  kGpupoolBenchStreamQueryNs = 231,
+  kGpupoolBenchStreamWaitEventNs = 180,
+  kGpupoolBenchStreamCreateNs = 2299,  // create + destroy: 4,597
+  kGpupoolBenchStreamDestroyNs = 2298,
+  kGpupoolBenchCaptureModeExchangeNs = 53,  // there and back: 107
+  kGpupoolBenchStreamIsCapturingNs = 68,
+  kGpupoolBenchGetDeviceNs = 47,
+  kGpupoolBenchSetDeviceNs = 89,
+  kGpupoolBenchGetLastErrorNs = 43,
 };
 
 // Process-wide totals since load (all threads, exited ones included).
