@@ -12,7 +12,9 @@ trace, peak reserved / peak live bytes and runtime mallocs per peer; per
 charged stand-in call, what the profile model adds to it against its figure
 (the instrument's own check). Rows of
 gpupool with deferred fences (peer gpupool_deferred), where the run has
-them, get a table of their own per cost model and a column in the replays.
+them, get a table of their own per cost model and a column in the replays;
+so do the rows of gpupool with CrossStreamPolicy::kWaitOnStream (peer
+gpupool_wait, cross-stream only), without the column.
 With --svg, also writes a bar chart of the CPU-time ratios (plain SVG, no
 plotting library needed).
 """
@@ -28,6 +30,11 @@ REPLAY = re.compile(r"^replay/(\w+)/(\w+)/iterations:1/real_time$")
 STANDIN = re.compile(r"^standin/(\w+)/(null|profile)$")
 PEERS = ("gpupool", "cub_default", "cub_fair")
 DEFERRED = "gpupool_deferred"
+WAIT = "gpupool_wait"
+# gpupool variants, each with a table of its own per cost model: the peer,
+# the table's title, the short name in its columns.
+VARIANTS = ((DEFERRED, "deferred fences", "deferred"),
+            (WAIT, "`kWaitOnStream`", "wait"))
 
 
 def load(paths):
@@ -148,19 +155,21 @@ def main():
                 cells += [" / ".join(f"{x:,.0f}" for x in t),
                           f"{t[0] / t[1]:.2f}×", f"{t[0] / t[2]:.2f}×"]
             print(f"| {label.replace('_', '-')} | " + " | ".join(cells) + " |")
-        deferred_rows = [label for label in order
-                         if all(p in cases.get((costs, label), {})
-                                for p in PEERS + (DEFERRED,))]
-        if deferred_rows:
-            print(f"\n*gpupool with deferred fences ({costs} runtime)*\n")
-            print("| case | runtime calls per cycle (deferred / gpupool) | "
-                  "CPU ns per cycle (deferred / gpupool) | deferred ÷ "
-                  "gpupool | deferred ÷ CUB default | deferred ÷ CUB fair "
-                  "| wall: deferred ÷ CUB fair |")
+        for peer, title, short in VARIANTS:
+            variant_rows = [label for label in order
+                            if all(p in cases.get((costs, label), {})
+                                   for p in PEERS + (peer,))]
+            if not variant_rows:
+                continue
+            print(f"\n*gpupool with {title} ({costs} runtime)*\n")
+            print(f"| case | runtime calls per cycle ({short} / gpupool) | "
+                  f"CPU ns per cycle ({short} / gpupool) | {short} ÷ "
+                  f"gpupool | {short} ÷ CUB default | {short} ÷ CUB fair "
+                  f"| wall: {short} ÷ CUB fair |")
             print("|---|---|---|---:|---:|---:|---:|")
-            for label in deferred_rows:
+            for label in variant_rows:
                 peers = cases[(costs, label)]
-                d, g = peers[DEFERRED], peers["gpupool"]
+                d, g = peers[peer], peers["gpupool"]
                 calls = " / ".join(
                     f"{r.get('calls_per_cycle', float('nan')):.3g}"
                     for r in (d, g))

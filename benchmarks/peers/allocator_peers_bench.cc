@@ -38,6 +38,10 @@
 //   gpupool_deferred  the same with defer_same_stream_fences: a same-stream
 //                cycle makes no runtime call (the fence is recorded when
 //                another stream, a miss or the cache's end needs the block).
+//   gpupool_wait the defaults with CrossStreamPolicy::kWaitOnStream
+//                (cross-stream case only): the other stream's request makes
+//                its stream wait on the block's event instead of querying
+//                it.
 //   cub_default  CachingDeviceAllocator(): bins of 8^3..8^7 (512 B..2 MiB),
 //                at most 6 MiB - 1 cached per device, larger requests never
 //                cached. What a user gets who writes no arguments.
@@ -64,6 +68,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -382,6 +387,7 @@ void RunThreaded(benchmark::State& state, PeerKind kind, int costs) {
     case PeerKind::kCubFair:
       CycleOnStreams(state, *shared_peers->cub_fair, stream.handles, kHitBytes);
       break;
+    case PeerKind::kGpupoolWait:  // cross-stream only: not registered here
     case PeerKind::kRaw:
       break;
   }
@@ -489,7 +495,11 @@ int Register(Backend& backend, const std::string& trace_dir) {
   if (real) cost_models = {{"real", kGpupoolBenchCostsNull}};
   for (const auto& [case_name, which] : cases) {
     for (const auto& [costs_name, costs] : cost_models) {
-      for (PeerKind kind : kTimedPeers) {
+      std::vector<PeerKind> kinds(std::begin(kTimedPeers),
+                                  std::end(kTimedPeers));
+      // The cross-stream policy matters only where blocks cross streams.
+      if (which == Case::kCrossStream) kinds.push_back(PeerKind::kGpupoolWait);
+      for (PeerKind kind : kinds) {
         benchmark::RegisterBenchmark(
             absl::StrCat("peers/", case_name, "/", costs_name, "/",
                          PeerName(kind))

@@ -29,7 +29,8 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "${name}: ERROR OCCURRED")
   endif()
   list(APPEND names "${name}")
-  foreach(counter calls_per_cycle runtime_mallocs reserved_over_live)
+  foreach(counter calls_per_cycle queries_per_cycle runtime_mallocs
+                  reserved_over_live)
     string(JSON value ERROR_VARIABLE missing GET "${json}" benchmarks ${i}
            ${counter})
     if(NOT missing)
@@ -51,6 +52,19 @@ function(expect_counted name counter)
   message(STATUS "ok  ${name}: ${counter} = ${value}")
 endfunction()
 
+# Holds `counter` of the one benchmark named `name` equal to `want`.
+function(expect_value name counter want)
+  list(FIND names "${name}" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "did not run: ${name}")
+  endif()
+  set(value "${value_${name}_${counter}}")
+  if(value STREQUAL "" OR NOT value EQUAL want)
+    message(FATAL_ERROR "${name}: ${counter} = '${value}', want ${want}")
+  endif()
+  message(STATUS "ok  ${name}: ${counter} = ${value}")
+endfunction()
+
 set(peers gpupool cub_default cub_fair)
 foreach(costs null profile)
   foreach(peer IN LISTS peers)
@@ -64,6 +78,18 @@ foreach(costs null profile)
         calls_per_cycle)
     endforeach()
   endforeach()
+endforeach()
+
+# kWaitOnStream: the other stream waits on the block's event (the record
+# and the wait), where the default queries it between two capture-mode
+# exchanges.
+foreach(costs null profile)
+  expect_value("peers/cross_stream/${costs}/gpupool_wait/real_time"
+               calls_per_cycle 2)
+  expect_value("peers/cross_stream/${costs}/gpupool_wait/real_time"
+               queries_per_cycle 0)
+  expect_value("peers/cross_stream/${costs}/gpupool/real_time"
+               calls_per_cycle 4)
 endforeach()
 
 set(traces "")

@@ -92,12 +92,27 @@ class RawPeer {
 };
 
 // kGpupoolDeferred: gpupool with defer_same_stream_fences (no runtime call
-// per same-stream cycle).
-enum class PeerKind { kGpupool, kGpupoolDeferred, kCubDefault, kCubFair, kRaw };
+// per same-stream cycle). kGpupoolWait: gpupool with
+// CrossStreamPolicy::kWaitOnStream (another stream's request waits on the
+// block's events on the GPU instead of querying them).
+enum class PeerKind {
+  kGpupool,
+  kGpupoolDeferred,
+  kGpupoolWait,
+  kCubDefault,
+  kCubFair,
+  kRaw,
+};
 
 inline AllocationCacheOptions DeferredFences() {
   AllocationCacheOptions options;
   options.defer_same_stream_fences = true;
+  return options;
+}
+
+inline AllocationCacheOptions WaitOnStream() {
+  AllocationCacheOptions options;
+  options.cross_stream = CrossStreamPolicy::kWaitOnStream;
   return options;
 }
 
@@ -107,6 +122,8 @@ inline const char* PeerName(PeerKind kind) {
       return "gpupool";
     case PeerKind::kGpupoolDeferred:
       return "gpupool_deferred";
+    case PeerKind::kGpupoolWait:
+      return "gpupool_wait";
     case PeerKind::kCubDefault:
       return "cub_default";
     case PeerKind::kCubFair:
@@ -128,6 +145,11 @@ void WithPeer(PeerKind kind, Backend& backend, Body body) {
     }
     case PeerKind::kGpupoolDeferred: {
       GpupoolPeer peer(backend, DeferredFences());
+      body(peer);
+      return;
+    }
+    case PeerKind::kGpupoolWait: {
+      GpupoolPeer peer(backend, WaitOnStream());
       body(peer);
       return;
     }
