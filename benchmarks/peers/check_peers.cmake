@@ -39,13 +39,19 @@ foreach(i RANGE ${last})
   endforeach()
 endforeach()
 
-# Holds `counter` of the one benchmark named `name` above zero.
-function(expect_counted name counter)
+# Sets `out` to `counter` of the one benchmark named `name` ("" when it
+# reported none); fails when that benchmark did not run.
+function(counter_of name counter out)
   list(FIND names "${name}" found)
   if(found EQUAL -1)
     message(FATAL_ERROR "did not run: ${name}")
   endif()
-  set(value "${value_${name}_${counter}}")
+  set(${out} "${value_${name}_${counter}}" PARENT_SCOPE)
+endfunction()
+
+# Holds `counter` of the one benchmark named `name` above zero.
+function(expect_counted name counter)
+  counter_of("${name}" "${counter}" value)
   if(value STREQUAL "" OR NOT value GREATER 0)
     message(FATAL_ERROR "${name}: ${counter} = '${value}', want > 0")
   endif()
@@ -54,11 +60,7 @@ endfunction()
 
 # Holds `counter` of the one benchmark named `name` equal to `want`.
 function(expect_value name counter want)
-  list(FIND names "${name}" found)
-  if(found EQUAL -1)
-    message(FATAL_ERROR "did not run: ${name}")
-  endif()
-  set(value "${value_${name}_${counter}}")
+  counter_of("${name}" "${counter}" value)
   if(value STREQUAL "" OR NOT value EQUAL want)
     message(FATAL_ERROR "${name}: ${counter} = '${value}', want ${want}")
   endif()
