@@ -45,7 +45,7 @@ enum GpupoolBenchCosts {
 };
 
 // Costs of the profile model, ns per call: docs/benchmarks.md "H200 runtime
-// call costs" (runtime_call_probe, the median of three runs in one lease). A
+// call costs" (runtime_call_probe, the median of three runs in one session). A
 // create + destroy or there-and-back pair measured together is split evenly
 // between its two calls. Every call either allocator makes has its measured
 // cost; calls not listed (version and device-count queries, capture begin and
